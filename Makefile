@@ -1,0 +1,39 @@
+# citerag: `make serve` runs the service on the shipped corpus, `make test` runs the tests.
+# Both create .venv and install everything on first use (torch from the local CPU build first).
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: install serve test test-fast eval clean-index
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+# torch first, pinned to the CPU build on local disk; the project's range (torch>=2.4) is then already satisfied.
+$(STAMP): pyproject.toml | $(PY)
+	$(PIP) install --quiet torch==2.13.0
+	$(PIP) install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+serve: $(STAMP)
+	$(VENV)/bin/citerag serve --host $${CITERAG_HOST:-127.0.0.1} --port $${CITERAG_PORT:-8000}
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not slow"
+
+eval: $(STAMP)
+	$(VENV)/bin/citerag eval
+
+clean-index:
+	rm -rf .citerag

@@ -1,0 +1,111 @@
+"""Sparse retrieval: BM25 over passage tokens, scored by bm25s (Lù 2024), saved as ``.npy`` arrays.
+
+Default variant: Lucene's BM25 (Robertson & Zaragoza 2009; Lucene's IDF ``log(1 + (N - df + 0.5) / (df + 0.5))``),
+k1 = 1.5, b = 0.75 -- the settings bm25s reports 0.690 nDCG@10 with on BEIR SciFact.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import bm25s
+import numpy as np
+
+from index.types import Hit
+
+
+class BM25Index:
+    """A BM25 index over a fixed list of tokenised passages (row i == passage i).
+
+    Args:
+        k1: term-frequency saturation (1.2-2.0 usual).
+        b: length normalisation in [0, 1].
+        method: bm25s variant: ``"lucene"``, ``"robertson"``, ``"atire"``, ``"bm25l"`` or ``"bm25+"``.
+
+    Raises:
+        ValueError: a parameter out of range or an unknown method.
+    """
+
+    METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
+
+    def __init__(self, k1: float = 1.5, b: float = 0.75, method: str = "lucene") -> None:
+        if method not in self.METHODS:
+            raise ValueError(f"method must be one of {self.METHODS}, got {method!r}")
+        if k1 < 0 or not 0 <= b <= 1:
+            raise ValueError(f"need k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
+        self.k1, self.b, self.method = k1, b, method
+        self._model: bm25s.BM25 | None = None
+        self.size = 0
+
+    def build(self, corpus_tokens: list[list[str]]) -> None:
+        """Index passages given as token lists (from :func:`index.tokenize.tokenize`), row order kept."""
+        self.size = len(corpus_tokens)
+        if not corpus_tokens:
+            self._model = None
+            return
+        model = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
+        model.index(corpus_tokens, show_progress=False)
+        self._model = model
+
+    def scores(self, query_tokens: list[str]) -> np.ndarray:
+        """BM25 score of every passage for the query: float32 array of shape ``(size,)``; 0 where no term matches."""
+        if self._model is None:
+            return np.zeros(self.size, dtype=np.float32)
+        known = [token for token in query_tokens if token in self._model.vocab_dict]
+        if not known:
+            return np.zeros(self.size, dtype=np.float32)
+        return np.asarray(self._model.get_scores(known), dtype=np.float32)
+
+    def search(self, query_tokens: list[str], k: int, allowed: np.ndarray | None = None) -> list[Hit]:
+        """Top-``k`` passages by BM25 score; passages matching no query term are never returned.
+
+        Args:
+            query_tokens: tokens of the query (same tokenizer as the corpus).
+            k: number of results wanted (fewer come back when fewer passages match).
+            allowed: optional boolean mask of shape ``(size,)``; rows outside it are never returned (filters are
+                applied before top-k, not after).
+
+        Returns:
+            Hits sorted by descending score, ties broken by lower row.
+        """
+        scores = self.scores(query_tokens)
+        if allowed is not None:
+            scores = np.where(allowed, scores, 0.0)
+        return top_k_hits(scores, k, "bm25", positive_only=True)
+
+    def save(self, directory: Path) -> None:
+        """Write the index as bm25s's ``.npy`` + JSON files under ``directory``."""
+        directory.mkdir(parents=True, exist_ok=True)
+        if self._model is not None:
+            self._model.save(str(directory), show_progress=False)
+
+    @classmethod
+    def load(cls, directory: Path, size: int, k1: float, b: float, method: str, mmap: bool = True) -> BM25Index:
+        """Load an index written by :meth:`save` (memory-mapped by default) for ``size`` passages."""
+        index = cls(k1=k1, b=b, method=method)
+        index.size = size
+        if size:
+            index._model = bm25s.BM25.load(str(directory), mmap=mmap, show_progress=False, verbosity=0)
+        return index
+
+
+def top_k_hits(scores: np.ndarray, k: int, source: str, positive_only: bool = False) -> list[Hit]:
+    """The ``k`` highest entries of a score vector as hits, sorted by (-score, row).
+
+    Args:
+        scores: float array of shape ``(n,)``; ``-inf`` marks excluded rows.
+        k: how many to return (at most ``n``).
+        source: the ``Hit.source`` label.
+        positive_only: drop rows scoring ``<= 0`` (BM25: no term matched).
+    """
+    n = scores.shape[0]
+    if n == 0 or k <= 0:
+        return []
+    k = min(k, n)
+    candidates = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
+    order = sorted(candidates.tolist(), key=lambda row: (-float(scores[row]), row))
+    return [
+        Hit(row, float(scores[row]), source)
+        for row in order
+        if np.isfinite(scores[row]) and (not positive_only or scores[row] > 0)
+    ]

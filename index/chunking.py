@@ -1,0 +1,152 @@
+"""Split documents into passages sized in the embedding model's own word pieces.
+
+Passages are built from whole sentences (:func:`index.text.split_sentences`) packed up to ``target_tokens``, with
+the last sentences of one passage repeated at the start of the next (up to ``overlap_tokens``). A sentence longer
+than the hard limit is cut at word boundaries. The hard limit is the model's ``max_seq_length`` including the
+``[CLS]``/``[SEP]`` special tokens and the title prefix, and every passage is re-measured after packing, so no
+passage is ever truncated by the encoder.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from transformers import PreTrainedTokenizerBase
+
+from index.text import fold, split_sentences
+from index.types import Document, Passage
+
+_WORD = re.compile(r"\S+")
+
+
+def model_text(text: str, title: str = "") -> str:
+    """The form of a passage that is embedded and BM25-tokenised: ``"{title}. {folded text}"`` (title optional)."""
+    body = fold(text)
+    return f"{fold(title)}. {body}" if title else body
+
+
+@dataclass(frozen=True, slots=True)
+class _Unit:
+    start: int
+    end: int
+    n_tokens: int
+
+
+class Chunker:
+    """Sentence-aware, token-sized passage splitter.
+
+    Args:
+        tokenizer: the embedding model's tokenizer (``SentenceTransformer.tokenizer``).
+        max_seq_length: the encoder's limit in word pieces, special tokens included (256 for all-MiniLM-L6-v2).
+        target_tokens: preferred passage length in word pieces (packing stops before exceeding it).
+        overlap_tokens: at most this many word pieces of trailing sentences are repeated in the next passage.
+
+    Raises:
+        ValueError: ``target_tokens`` not in ``[16, max_seq_length]`` or ``overlap_tokens`` not in
+            ``[0, target_tokens / 2]``.
+    """
+
+    def __init__(
+        self,
+        tokenizer: PreTrainedTokenizerBase,
+        max_seq_length: int = 256,
+        target_tokens: int = 128,
+        overlap_tokens: int = 64,
+    ) -> None:
+        if not 16 <= target_tokens <= max_seq_length:
+            raise ValueError(f"target_tokens must be in [16, {max_seq_length}], got {target_tokens}")
+        if not 0 <= overlap_tokens <= target_tokens // 2:
+            raise ValueError(f"overlap_tokens must be in [0, {target_tokens // 2}], got {overlap_tokens}")
+        self.tokenizer = tokenizer
+        self.max_seq_length = max_seq_length
+        self.target_tokens = target_tokens
+        self.overlap_tokens = overlap_tokens
+        self._n_special = len(tokenizer("")["input_ids"])
+
+    def count(self, texts: list[str]) -> list[int]:
+        """Word-piece counts of ``texts`` without special tokens (list of int, same length)."""
+        if not texts:
+            return []
+        return [len(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
+
+    def chunk(self, doc: Document) -> list[Passage]:
+        """Passages of ``doc`` in order; ``passage.text == doc.text[passage.start:passage.end]``.
+
+        Every passage's ``n_tokens`` (its :func:`model_text` with title, special tokens included) is
+        ``<= max_seq_length``. A document with no non-space text gives ``[]``.
+        """
+        title_cost = self.count([f"{fold(doc.title)}. "])[0] if doc.title else 0
+        budget = self.max_seq_length - self._n_special - title_cost
+        if budget < 8:
+            raise ValueError(f"title of {doc.doc_id!r} leaves no room for text ({title_cost} tokens)")
+        units = self._units(doc.text, budget)
+        passages: list[Passage] = []
+        i = 0
+        while i < len(units):
+            j = i + 1
+            size = units[i].n_tokens
+            while j < len(units) and size + units[j].n_tokens <= min(self.target_tokens, budget):
+                size += units[j].n_tokens
+                j += 1
+            # Re-measure the joined passage: the joined form can tokenise differently from its sentences.
+            while True:
+                start, end = units[i].start, units[j - 1].end
+                n_tokens = self.count([model_text(doc.text[start:end], doc.title)])[0] + self._n_special
+                if n_tokens <= self.max_seq_length or j - 1 == i:
+                    break
+                j -= 1
+            passages.append(
+                Passage(
+                    chunk_id=f"{doc.doc_id}#{len(passages)}",
+                    doc_id=doc.doc_id,
+                    ordinal=len(passages),
+                    start=start,
+                    end=end,
+                    text=doc.text[start:end],
+                    n_tokens=n_tokens,
+                )
+            )
+            if j >= len(units):
+                break
+            back, overlap = j, 0
+            while back - 1 > i and overlap + units[back - 1].n_tokens <= self.overlap_tokens:
+                back -= 1
+                overlap += units[back].n_tokens
+            i = back
+        return passages
+
+    def _units(self, text: str, budget: int) -> list[_Unit]:
+        """Sentences as units; a sentence over ``budget`` word pieces is cut into word-boundary pieces."""
+        spans = split_sentences(text)
+        counts = self.count([fold(text[s:e]) for s, e in spans])
+        units: list[_Unit] = []
+        for (start, end), n_tokens in zip(spans, counts, strict=True):
+            if n_tokens <= budget:
+                units.append(_Unit(start, end, n_tokens))
+            else:
+                units.extend(self._split_long(text, start, end, budget))
+        return units
+
+    def _split_long(self, text: str, start: int, end: int, budget: int) -> list[_Unit]:
+        words = [(m.start() + start, m.end() + start) for m in _WORD.finditer(text[start:end])]
+        word_counts = self.count([fold(text[s:e]) or text[s:e] for s, e in words])
+        pieces: list[_Unit] = []
+        piece_start, size = words[0][0], 0
+        last_end = words[0][1]
+        for (w_start, w_end), n in zip(words, word_counts, strict=True):
+            n = max(n, 1)
+            if size and size + n > budget // 2:  # half the budget leaves room for re-measurement drift
+                pieces.append(_Unit(piece_start, last_end, size))
+                piece_start, size = w_start, 0
+            if n > budget // 2:  # a single "word" longer than the budget (e.g. a long URL): cut by characters
+                step = max(1, (w_end - w_start) * (budget // 2) // n)
+                for s in range(w_start, w_end, step):
+                    pieces.append(_Unit(s, min(s + step, w_end), budget // 2))
+                piece_start, size, last_end = w_end, 0, w_end
+                continue
+            size += n
+            last_end = w_end
+        if size:
+            pieces.append(_Unit(piece_start, last_end, size))
+        return pieces

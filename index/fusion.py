@@ -1,0 +1,68 @@
+"""Rank fusion: pure functions that merge ranked hit lists of different retrievers into one."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+import numpy as np
+
+from index.types import Hit
+
+RRF_K = 60  # Cormack, Clarke & Buettcher (SIGIR 2009), the value used in their experiments.
+
+
+def reciprocal_rank_fusion(runs: Sequence[Sequence[Hit]], k: int = RRF_K, top_k: int = 10) -> list[Hit]:
+    """Fuse ranked lists by reciprocal rank fusion.
+
+    ``score(row) = sum over runs of 1 / (k + rank)``, rank 1-based within each run (Cormack, Clarke & Buettcher,
+    "Reciprocal Rank Fusion outperforms Condorcet and individual Rank Learning Methods", SIGIR 2009), so with
+    ``k=60`` the first hit of a run adds ``1/61``. A row missing from a run adds nothing for it.
+
+    Returns:
+        Up to ``top_k`` hits with ``source="fused"``, by descending score; ties break on the lower row.
+
+    Raises:
+        ValueError: ``k < 0``.
+    """
+    if k < 0:
+        raise ValueError(f"RRF k must be >= 0, got {k}")
+    fused: dict[int, float] = defaultdict(float)
+    for run in runs:
+        for rank, hit in enumerate(run, start=1):
+            fused[hit.row] += 1.0 / (k + rank)
+    best = sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:top_k]
+    return [Hit(row, score, "fused") for row, score in best]
+
+
+def min_max(scores: Sequence[float]) -> np.ndarray:
+    """Min-max normalise to [0, 1] (float64, same length); all-equal scores map to 1.0."""
+    values = np.asarray(scores, dtype=np.float64)
+    if values.size == 0:
+        return values
+    low, high = values.min(), values.max()
+    if high - low <= 1e-12:
+        return np.ones_like(values)
+    return (values - low) / (high - low)
+
+
+def weighted_score_fusion(
+    runs: Sequence[Sequence[Hit]], weights: Sequence[float], top_k: int = 10
+) -> list[Hit]:
+    """Fuse by a weighted sum of min-max normalised scores (convex combination, Fox & Shaw 1994 "CombSUM").
+
+    Each run's scores are normalised to [0, 1] over its own hits; a row absent from a run gets 0 for it.
+
+    Raises:
+        ValueError: ``len(weights) != len(runs)`` or a negative weight.
+    """
+    if len(weights) != len(runs):
+        raise ValueError(f"need one weight per run: {len(runs)} runs, {len(weights)} weights")
+    if any(w < 0 for w in weights):
+        raise ValueError(f"weights must be >= 0, got {list(weights)}")
+    fused: dict[int, float] = defaultdict(float)
+    for run, weight in zip(runs, weights, strict=True):
+        for hit, norm in zip(run, min_max([h.score for h in run]), strict=True):
+            fused[hit.row] += weight * float(norm)
+    best = sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:top_k]
+    return [Hit(row, score, "fused") for row, score in best]

@@ -1,0 +1,149 @@
+"""The hybrid retriever: BM25 and dense top-N candidates, fused by RRF (default) or weighted score fusion."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from index.embed import Embedder
+from index.fusion import RRF_K, reciprocal_rank_fusion, weighted_score_fusion
+from index.store import LoadedIndex
+from index.text import fold
+from index.tokenize import tokenize
+from index.types import Document, FusionMethod, Hit, Passage, RetrievalMode
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """One ranked passage with its provenance.
+
+    Attributes:
+        rank: 1-based rank in the final list.
+        score: the final score: BM25 score, cosine similarity, or fused score, by mode.
+        bm25_rank, dense_rank: 1-based rank of this passage in the BM25 / dense candidate lists, ``None`` when it
+            was not among that retriever's candidates (or the mode did not run it).
+        bm25_score, dense_score: the passage's BM25 score / cosine similarity when it was a candidate, else ``None``.
+    """
+
+    rank: int
+    passage: Passage
+    document: Document
+    score: float
+    bm25_rank: int | None
+    dense_rank: int | None
+    bm25_score: float | None = None
+    dense_score: float | None = None
+
+
+class Retriever:
+    """Searches one loaded index.
+
+    Args:
+        index: a verified :class:`~index.store.LoadedIndex`.
+        embedder: the encoder the index was built with (same name and dimension).
+        candidates: top-N taken from each retriever before fusion (default 100).
+        rrf_k: the RRF constant (Cormack et al. 2009: 60).
+        fusion: ``"rrf"`` or ``"weighted"`` (min-max normalised weighted sum).
+        weights: ``(bm25, dense)`` weights for weighted fusion.
+
+    Raises:
+        ValueError: the embedder does not match the index, or a setting is out of range.
+    """
+
+    def __init__(
+        self,
+        index: LoadedIndex,
+        embedder: Embedder,
+        candidates: int = 100,
+        rrf_k: int = RRF_K,
+        fusion: FusionMethod = "rrf",
+        weights: tuple[float, float] = (0.5, 0.5),
+    ) -> None:
+        if embedder.name != index.config.embedding_model or embedder.dim != index.config.embedding_dim:
+            raise ValueError(
+                f"index was built with {index.config.embedding_model} ({index.config.embedding_dim}-d), "
+                f"embedder is {embedder.name} ({embedder.dim}-d): rebuild the index"
+            )
+        if candidates < 1:
+            raise ValueError(f"candidates must be >= 1, got {candidates}")
+        if fusion not in ("rrf", "weighted"):
+            raise ValueError(f"fusion must be 'rrf' or 'weighted', got {fusion!r}")
+        self.index = index
+        self.embedder = embedder
+        self.candidates = candidates
+        self.rrf_k = rrf_k
+        self.fusion = fusion
+        self.weights = weights
+
+    def bm25_hits(self, query: str, depth: int) -> list[Hit]:
+        """BM25 candidates for ``query`` (at most ``depth``)."""
+        return self.index.bm25.search(tokenize(query), depth)
+
+    def dense_hits(self, query: str, depth: int) -> list[Hit]:
+        """Dense candidates for ``query`` (at most ``depth``); embeds the folded query."""
+        if self.index.dense.size == 0:
+            return []
+        vector = self.embedder.encode([fold(query)])[0]
+        return self.index.dense.search(vector, depth)
+
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        mode: RetrievalMode = "hybrid",
+        one_per_doc: bool = False,
+        fusion: FusionMethod | None = None,
+    ) -> list[SearchResult]:
+        """Top-``k`` passages for ``query``.
+
+        Args:
+            query: free text (LaTeX and Unicode are folded as for the corpus).
+            k: results wanted; fewer come back when fewer passages match.
+            mode: ``"hybrid"``, ``"bm25"`` or ``"dense"``.
+            one_per_doc: keep only the best passage of each document.
+            fusion: override the retriever's fusion method for this query.
+
+        Raises:
+            ValueError: unknown mode or ``k < 1``.
+        """
+        if mode not in ("hybrid", "bm25", "dense"):
+            raise ValueError(f"mode must be 'hybrid', 'bm25' or 'dense', got {mode!r}")
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        depth = max(self.candidates, k)
+        bm25 = self.bm25_hits(query, depth) if mode in ("hybrid", "bm25") else []
+        dense = self.dense_hits(query, depth) if mode in ("hybrid", "dense") else []
+        if mode == "bm25":
+            ranked = bm25
+        elif mode == "dense":
+            ranked = dense
+        elif (fusion or self.fusion) == "weighted":
+            ranked = weighted_score_fusion([bm25, dense], self.weights, top_k=2 * depth)
+        else:
+            ranked = reciprocal_rank_fusion([bm25, dense], k=self.rrf_k, top_k=2 * depth)
+        bm25_at = {hit.row: (rank, hit.score) for rank, hit in enumerate(bm25, start=1)}
+        dense_at = {hit.row: (rank, hit.score) for rank, hit in enumerate(dense, start=1)}
+        results: list[SearchResult] = []
+        seen_docs: set[str] = set()
+        for hit in ranked:
+            passage = self.index.passages[hit.row]
+            if one_per_doc:
+                if passage.doc_id in seen_docs:
+                    continue
+                seen_docs.add(passage.doc_id)
+            bm25_rank, bm25_score = bm25_at.get(hit.row, (None, None))
+            dense_rank, dense_score = dense_at.get(hit.row, (None, None))
+            results.append(
+                SearchResult(
+                    rank=len(results) + 1,
+                    passage=passage,
+                    document=self.index.documents[passage.doc_id],
+                    score=hit.score,
+                    bm25_rank=bm25_rank,
+                    dense_rank=dense_rank,
+                    bm25_score=bm25_score,
+                    dense_score=dense_score,
+                )
+            )
+            if len(results) == k:
+                break
+        return results

@@ -1,0 +1,255 @@
+"""The index directory: versioned, atomically switched, verified on load.
+
+Layout::
+
+    <root>/                     default .citerag/ (CITERAG_INDEX_DIR)
+      CURRENT                   name of the live version, replaced atomically (write temp, fsync, rename)
+      versions/<name>/
+        manifest.json           settings, corpus fingerprint, counts, file checksums, library versions
+        documents.jsonl         one Document per line
+        passages.jsonl          one Passage per line (row i == BM25 row i == FAISS row i)
+        bm25/                   bm25s arrays (.npy) + params
+        dense.faiss             FAISS index
+
+A build writes a new version directory under a temporary name, fsyncs it, renames it into place and only then
+switches ``CURRENT``; a crash at any point leaves the previous version live. Loading re-checks counts and
+checksums against the manifest and refuses a mismatch (:class:`IndexMismatch`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from index.bm25 import BM25Index
+from index.dense import DenseIndex
+from index.errors import IndexMismatch, IndexNotFound
+from index.types import Document, Passage
+
+FORMAT_VERSION = 1
+KEEP_VERSIONS = 2
+_LIBRARIES = ("faiss-cpu", "bm25s", "sentence-transformers", "transformers", "torch", "citerag")
+
+
+@dataclass(frozen=True, slots=True)
+class IndexConfig:
+    """Settings that shape a built index; a change to any of them requires a rebuild.
+
+    Attributes:
+        embedding_model: encoder name (e.g. ``all-MiniLM-L6-v2``).
+        embedding_dim: vector dimension.
+        max_seq_length: encoder limit in word pieces (passages never exceed it).
+        target_tokens, overlap_tokens: chunker settings, in word pieces.
+        bm25_k1, bm25_b, bm25_method: BM25 variant and parameters.
+    """
+
+    embedding_model: str
+    embedding_dim: int
+    max_seq_length: int
+    target_tokens: int
+    overlap_tokens: int
+    bm25_k1: float = 1.5
+    bm25_b: float = 0.75
+    bm25_method: str = "lucene"
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def corpus_fingerprint(documents: Iterable[Document]) -> str:
+    """sha256 over the sorted ``(doc_id, sha256(title + text))`` pairs: independent of file and document order."""
+    pairs = sorted(
+        (doc.doc_id, hashlib.sha256(f"{doc.title}\x00{doc.text}".encode()).hexdigest()) for doc in documents
+    )
+    return hashlib.sha256(json.dumps(pairs).encode()).hexdigest()
+
+
+@dataclass(slots=True)
+class LoadedIndex:
+    """A verified index version in memory (BM25 and FAISS memory-mapped)."""
+
+    path: Path
+    manifest: dict[str, Any]
+    config: IndexConfig
+    documents: dict[str, Document]
+    passages: list[Passage]
+    bm25: BM25Index
+    dense: DenseIndex
+    doc_rows: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for row, passage in enumerate(self.passages):
+            self.doc_rows.setdefault(passage.doc_id, []).append(row)
+
+    def passages_of(self, doc_id: str) -> list[Passage]:
+        """The passages of one document in order (``[]`` for an unknown id)."""
+        return [self.passages[row] for row in self.doc_rows.get(doc_id, [])]
+
+    @property
+    def fingerprint(self) -> str:
+        return str(self.manifest["corpus_fingerprint"])
+
+
+class IndexStore:
+    """The versioned index directory rooted at ``root``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.versions = self.root / "versions"
+
+    def current(self) -> Path | None:
+        """The live version directory, or ``None`` when nothing was ever committed."""
+        pointer = self.root / "CURRENT"
+        if not pointer.is_file():
+            return None
+        path = self.versions / pointer.read_text().strip()
+        return path if path.is_dir() else None
+
+    def write(
+        self,
+        config: IndexConfig,
+        documents: list[Document],
+        passages: list[Passage],
+        bm25: BM25Index,
+        dense: DenseIndex,
+        extra: dict[str, Any] | None = None,
+    ) -> Path:
+        """Write a complete new version and make it live atomically. Returns the new version directory."""
+        self.versions.mkdir(parents=True, exist_ok=True)
+        name = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+        tmp = self.versions / f".tmp-{name}"
+        tmp.mkdir()
+        try:
+            _write_jsonl(tmp / "documents.jsonl", (dataclasses.asdict(d) for d in documents))
+            _write_jsonl(tmp / "passages.jsonl", (dataclasses.asdict(p) for p in passages))
+            bm25.save(tmp / "bm25")
+            dense.save(tmp)
+            manifest = {
+                "format_version": FORMAT_VERSION,
+                "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "config": config.as_dict(),
+                "corpus_fingerprint": corpus_fingerprint(documents),
+                "counts": {"documents": len(documents), "passages": len(passages)},
+                "checksums": {rel: _sha256(tmp / rel) for rel in _data_files(tmp)},
+                "libraries": _library_versions(),
+                **(extra or {}),
+            }
+            (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False))
+            _fsync_tree(tmp)
+            final = self.versions / name
+            os.replace(tmp, final)
+            _atomic_write_text(self.root / "CURRENT", name + "\n")
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        self._prune(keep=name)
+        return final
+
+    def load(self, mmap: bool = True) -> LoadedIndex:
+        """Load and verify the live version.
+
+        Raises:
+            IndexNotFound: nothing committed yet (run ``citerag index``).
+            IndexMismatch: the manifest's counts or checksums disagree with the files.
+        """
+        path = self.current()
+        if path is None:
+            raise IndexNotFound(f"no index in {self.root}: run `citerag index` (or `make serve`) to build one")
+        return load_version(path, mmap=mmap)
+
+    def _prune(self, keep: str) -> None:
+        names = sorted(p.name for p in self.versions.iterdir() if p.is_dir() and not p.name.startswith("."))
+        for old in [n for n in names if n != keep][: max(0, len(names) - KEEP_VERSIONS)]:
+            shutil.rmtree(self.versions / old, ignore_errors=True)
+        for stale in self.versions.glob(".tmp-*"):
+            if stale.stat().st_mtime < time.time() - 3600:  # left by a crashed build long ago
+                shutil.rmtree(stale, ignore_errors=True)
+
+
+def load_version(path: Path, mmap: bool = True) -> LoadedIndex:
+    """Load one version directory and verify it against its manifest (see :meth:`IndexStore.load`)."""
+    try:
+        manifest = json.loads((path / "manifest.json").read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise IndexMismatch(f"{path}: manifest unreadable ({exc}); rebuild with `citerag index`") from exc
+    for rel, expected in manifest["checksums"].items():
+        if not (path / rel).is_file() or _sha256(path / rel) != expected:
+            raise IndexMismatch(f"{path / rel}: checksum differs from the manifest; rebuild with `citerag index`")
+    config = IndexConfig(**manifest["config"])
+    documents = [Document(**row) for row in _read_jsonl(path / "documents.jsonl")]
+    passages = [Passage(**row) for row in _read_jsonl(path / "passages.jsonl")]
+    counts = manifest["counts"]
+    bm25 = BM25Index.load(
+        path / "bm25", len(passages), config.bm25_k1, config.bm25_b, config.bm25_method, mmap=mmap
+    )
+    dense = DenseIndex.load(path, mmap=mmap)
+    found = {"documents": len(documents), "passages": len(passages), "dense": dense.size}
+    if found != {"documents": counts["documents"], "passages": counts["passages"], "dense": counts["passages"]}:
+        raise IndexMismatch(f"{path}: counts {found} differ from the manifest's {counts}; rebuild with `citerag index`")
+    return LoadedIndex(path, manifest, config, {d.doc_id: d for d in documents}, passages, bm25, dense)
+
+
+def _data_files(directory: Path) -> list[str]:
+    return sorted(str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file())
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
+    with path.open("w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def _fsync_tree(directory: Path) -> None:
+    for path in [*directory.rglob("*"), directory]:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
+    with tmp.open("w") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _library_versions() -> dict[str, str]:
+    versions = {}
+    for name in _LIBRARIES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions

@@ -1,0 +1,65 @@
+"""Frozen value types that flow through the indexing pipeline (ingest -> chunk -> embed/BM25 -> fuse)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+RetrievalMode = Literal["hybrid", "bm25", "dense"]
+FusionMethod = Literal["rrf", "weighted"]
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One source document (a paper abstract).
+
+    Attributes:
+        doc_id: stable identifier; given by the source (JSONL ``id``/``_id``) or derived from the normalised text.
+        title: the source's title, or ``""`` when the source has none (never invented).
+        text: the document body exactly as read (LaTeX, Markdown and Unicode kept).
+        label: display label: the title when there is one, else the opening words of ``text``.
+        meta: optional metadata (``venue``, ``year``, ``url``, ``authors``, ``source``).
+    """
+
+    doc_id: str
+    title: str
+    text: str
+    label: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """A contiguous span of one document, the unit that is indexed and cited.
+
+    Attributes:
+        chunk_id: ``"{doc_id}#{ordinal}"``.
+        doc_id: the owning document.
+        ordinal: 0-based position of the passage within its document.
+        start, end: character offsets into ``Document.text`` (``text == document.text[start:end]``).
+        text: the stored passage text (original, un-normalised).
+        n_tokens: length of the embedded form in the embedding model's word pieces, special tokens included.
+    """
+
+    chunk_id: str
+    doc_id: str
+    ordinal: int
+    start: int
+    end: int
+    text: str
+    n_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One ranked result of one retriever: a row of the passage table and its score.
+
+    Attributes:
+        row: 0-based row into the passage table (int).
+        score: retriever score (BM25 score, inner product, or fused score); higher is better.
+        source: which retriever produced it: ``"bm25"``, ``"dense"`` or ``"fused"``.
+    """
+
+    row: int
+    score: float
+    source: str

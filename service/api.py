@@ -1,0 +1,130 @@
+"""The HTTP JSON API (FastAPI). OpenAPI docs at ``/docs``.
+
+Models and the index load once, in the lifespan; ``/ask`` and ``/search`` are synchronous handlers, which FastAPI
+runs in its thread pool, so ``/health`` answers while a generation is running.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.responses import JSONResponse
+
+from index.errors import CiteragError, DocumentNotFound, IndexMismatch, IndexNotFound, IngestError, ModelNotFound
+from index.retrieve import Retriever
+from index.store import LoadedIndex
+from service.answer import Answerer
+from service.pipeline import ensure_index, open_answerer, open_retriever
+from service.schemas import (
+    AskRequest,
+    AskResponse,
+    DocumentOut,
+    DocumentsPage,
+    DocumentSummary,
+    Health,
+    PassageOut,
+    SearchRequest,
+    SearchResponse,
+)
+from service.settings import Settings, get_settings
+
+log = logging.getLogger(__name__)
+
+_STATUS: dict[type[CiteragError], int] = {
+    DocumentNotFound: 404,
+    IngestError: 400,
+    IndexNotFound: 503,
+    IndexMismatch: 503,
+    ModelNotFound: 503,
+}
+
+
+@dataclass(slots=True)
+class Service:
+    """What the handlers share: the loaded index, the retriever and the answerer."""
+
+    index: LoadedIndex
+    retriever: Retriever
+    answerer: Answerer
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the app. The index is built on first start (or when the corpus/settings changed) and loaded once."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        effective = settings or get_settings()
+        index = ensure_index(effective, show_progress=False)
+        retriever = open_retriever(effective, index)
+        app.state.service = Service(index, retriever, open_answerer(effective, retriever))
+        log.info("serving %d documents, %d passages from %s", len(index.documents), len(index.passages), index.path)
+        yield
+
+    app = FastAPI(
+        title="citerag",
+        version="0.1.0",
+        summary="Cited answers over scientific paper abstracts: hybrid BM25 + dense retrieval, local model.",
+        lifespan=lifespan,
+    )
+
+    @app.exception_handler(CiteragError)
+    async def citerag_error(_: Request, exc: CiteragError) -> JSONResponse:
+        status = next((code for kind, code in _STATUS.items() if isinstance(exc, kind)), 400)
+        return JSONResponse({"detail": str(exc), "error": type(exc).__name__}, status_code=status)
+
+    def get_service(request: Request) -> Service:
+        return request.app.state.service
+
+    ServiceDep = Annotated[Service, Depends(get_service)]
+
+    @app.get("/health")
+    async def health(service: ServiceDep) -> Health:
+        """Liveness and index size; never waits for the model."""
+        return Health(
+            status="ok",
+            documents=len(service.index.documents),
+            passages=len(service.index.passages),
+            index_version=service.index.path.name,
+            generator_loaded=True,
+        )
+
+    @app.post("/search")
+    def search(body: SearchRequest, service: ServiceDep) -> SearchResponse:
+        """Top-k passages by hybrid (RRF of BM25 and dense), BM25 or dense retrieval."""
+        results = service.retriever.search(body.query, k=body.k, mode=body.mode, one_per_doc=body.one_per_doc)
+        return SearchResponse(query=body.query, mode=body.mode, results=[PassageOut.of(r) for r in results])
+
+    @app.post("/ask")
+    def ask(body: AskRequest, service: ServiceDep) -> AskResponse:
+        """Answer from the top-k passages with checked [n] citations, or abstain."""
+        return AskResponse.of(service.answerer.ask(body.question, k=body.k))
+
+    @app.get("/documents")
+    async def list_documents(
+        service: ServiceDep,
+        offset: Annotated[int, Query(ge=0)] = 0,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    ) -> DocumentsPage:
+        """Documents in index order, paged."""
+        docs = list(service.index.documents.values())
+        page = [DocumentSummary.of(d) for d in docs[offset : offset + limit]]
+        return DocumentsPage(total=len(docs), offset=offset, limit=limit, documents=page)
+
+    @app.get("/documents/{doc_id}")
+    async def get_document(doc_id: str, service: ServiceDep) -> DocumentOut:
+        """One document: full text, metadata and its passages' spans."""
+        doc = service.index.documents.get(doc_id)
+        if doc is None:
+            raise DocumentNotFound(f"no document with id {doc_id!r}; list ids with GET /documents")
+        spans = [
+            {"chunk_id": p.chunk_id, "ordinal": p.ordinal, "start": p.start, "end": p.end}
+            for p in service.index.passages_of(doc_id)
+        ]
+        return DocumentOut(**DocumentSummary.of(doc).model_dump(), text=doc.text, passages=spans)
+
+    return app

@@ -1,0 +1,218 @@
+"""The ``citerag`` command line (typer). ``--json`` prints exactly the HTTP API's JSON.
+
+Bad input exits with status 2 and one line on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from index.errors import CiteragError
+from service.settings import PROJECT_ROOT, Settings
+
+app = typer.Typer(
+    name="citerag",
+    help="Cited answers over scientific paper abstracts: hybrid BM25 + dense retrieval and a local model.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+F = TypeVar("F", bound=Callable[..., Any])
+
+IndexDirOption = Annotated[
+    Path | None, typer.Option("--index-dir", help="Index directory (default .citerag/ or $CITERAG_INDEX_DIR).")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the API's JSON instead of a table.")]
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def one_line_errors(command: F) -> F:
+    """Turn citerag and validation errors into one line on stderr and exit status 2."""
+
+    @wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(part) for part in first["loc"]) or "input"
+            _fail(f"{field}: {first['msg']}")
+        except (CiteragError, ValueError) as exc:
+            _fail(str(exc).splitlines()[0])
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _settings(index_dir: Path | None) -> Settings:
+    return Settings(index_dir=index_dir) if index_dir else Settings()
+
+
+def _open_index(settings: Settings):  # noqa: ANN202 - returns LoadedIndex; imported lazily to keep --help fast
+    from index.errors import IndexNotFound
+    from index.store import IndexStore
+    from service.pipeline import build
+
+    try:
+        return IndexStore(settings.index_dir).load()
+    except IndexNotFound:
+        console.print(f"[dim]no index in {settings.index_dir}: building it from {', '.join(map(str, settings.corpus))}[/]")
+        return build(settings, settings.corpus)
+
+
+@app.callback()
+def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress to stderr.")] = False) -> None:
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+
+@app.command("index")
+@one_line_errors
+def index_command(
+    paths: Annotated[list[Path] | None, typer.Argument(help="Files or directories (.txt, .jsonl, .jsonl.gz).")] = None,
+    index_dir: IndexDirOption = None,
+) -> None:
+    """Build the index from PATHS (default: the shipped ICML 2026 corpus), replacing the live one atomically."""
+    from service.pipeline import build
+
+    settings = _settings(index_dir)
+    index = build(settings, paths or settings.corpus)
+    console.print(f"indexed {len(index.documents)} documents, {len(index.passages)} passages into {index.path}")
+
+
+@app.command()
+@one_line_errors
+def search(
+    query: str,
+    k: Annotated[int, typer.Option(help="Number of passages (1-100).")] = 10,
+    mode: Annotated[str, typer.Option(help="hybrid, bm25 or dense.")] = "hybrid",
+    one_per_doc: Annotated[bool, typer.Option(help="Best passage per document only.")] = False,
+    json_out: JsonOption = False,
+    index_dir: IndexDirOption = None,
+) -> None:
+    """Search passages."""
+    from service.pipeline import open_retriever
+    from service.schemas import PassageOut, SearchRequest, SearchResponse
+
+    request = SearchRequest(query=query, k=k, mode=mode, one_per_doc=one_per_doc)  # type: ignore[arg-type]
+    settings = _settings(index_dir)
+    retriever = open_retriever(settings, _open_index(settings))
+    results = retriever.search(request.query, k=request.k, mode=request.mode, one_per_doc=request.one_per_doc)
+    response = SearchResponse(query=request.query, mode=request.mode, results=[PassageOut.of(r) for r in results])
+    if json_out:
+        typer.echo(response.model_dump_json(indent=2))
+        return
+    table = Table("rank", "score", "bm25", "dense", "document", "passage", show_lines=True)
+    for r in response.results:
+        table.add_row(str(r.rank), f"{r.score:.4f}", str(r.bm25_rank or "-"), str(r.dense_rank or "-"), r.title, r.text)
+    console.print(table)
+
+
+@app.command()
+@one_line_errors
+def ask(
+    question: str,
+    k: Annotated[int, typer.Option(help="Passages given to the model (1-20).")] = 5,
+    json_out: JsonOption = False,
+    index_dir: IndexDirOption = None,
+) -> None:
+    """Answer a question with numbered citations, or abstain."""
+    from service.pipeline import open_answerer, open_retriever
+    from service.schemas import AskRequest, AskResponse
+
+    request = AskRequest(question=question, k=k)
+    settings = _settings(index_dir)
+    answerer = open_answerer(settings, open_retriever(settings, _open_index(settings)))
+    response = AskResponse.of(answerer.ask(request.question, k=request.k))
+    if json_out:
+        typer.echo(response.model_dump_json(indent=2))
+        return
+    console.print(f"\n[bold]{response.answer}[/]\n")
+    if response.abstained:
+        console.print(f"[dim]abstained: {response.reason}[/]")
+    table = Table("n", "document", "cited text", "span", show_lines=True)
+    for c in response.citations:
+        table.add_row(f"[{c.n}]", c.title, c.text, f"{c.doc_id} {c.start}-{c.end}")
+    if response.citations:
+        console.print(table)
+    console.print(f"[dim]timings (ms): {json.dumps(response.timings_ms)}[/]")
+
+
+@app.command()
+@one_line_errors
+def docs(json_out: JsonOption = False, index_dir: IndexDirOption = None) -> None:
+    """List the indexed documents."""
+    from service.schemas import DocumentsPage, DocumentSummary
+
+    index = _open_index(_settings(index_dir))
+    documents = [DocumentSummary.of(d) for d in index.documents.values()]
+    if json_out:
+        page = DocumentsPage(total=len(documents), offset=0, limit=len(documents), documents=documents)
+        typer.echo(page.model_dump_json(indent=2))
+        return
+    table = Table("doc_id", "label", "source")
+    for d in documents:
+        table.add_row(d.doc_id, d.label, f"{d.meta.get('source', '')}:{d.meta.get('line', '')}")
+    console.print(table)
+
+
+@app.command()
+@one_line_errors
+def serve(
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 8000,
+    index_dir: IndexDirOption = None,
+) -> None:
+    """Run the HTTP API; builds the index first when it is missing or stale (with a progress bar)."""
+    import uvicorn
+
+    from service.api import create_app
+    from service.pipeline import ensure_index
+
+    settings = _settings(index_dir)
+    index = ensure_index(settings, show_progress=True)
+    console.print(f"index: {len(index.documents)} documents, {len(index.passages)} passages ({index.path})")
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+
+
+@app.command("eval")
+@one_line_errors
+def eval_command(
+    devset: Annotated[Path, typer.Option(help="Dev set JSONL.")] = PROJECT_ROOT / "eval" / "devset.jsonl",
+    out: Annotated[Path, typer.Option(help="Directory for the results table.")] = PROJECT_ROOT / "eval" / "results",
+    json_out: JsonOption = False,
+    index_dir: IndexDirOption = None,
+) -> None:
+    """Retrieval quality on the dev set: Recall@1/5/10, MRR@10, nDCG@10 for bm25, dense and hybrid."""
+    from service.evaluate import evaluate_devset, load_devset, markdown_table
+    from service.pipeline import ensure_index, open_retriever
+
+    if not devset.is_file():
+        _fail(f"{devset}: dev set not found")
+    settings = _settings(index_dir)
+    retriever = open_retriever(settings, ensure_index(settings, show_progress=True))
+    results = evaluate_devset(retriever, load_devset(devset))
+    table = markdown_table(results)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "devset.md").write_text(
+        f"# Retrieval on the dev set ({results['questions']} answerable questions, document-level)\n\n{table}\n"
+    )
+    (out / "devset.json").write_text(json.dumps(results, indent=2) + "\n")
+    typer.echo(json.dumps(results, indent=2) if json_out else table)
+
+
+def run() -> None:  # pragma: no cover - console entry point alias
+    sys.exit(app())

@@ -1,0 +1,140 @@
+"""The local language model: a GGUF file run by llama.cpp through the ``xllamacpp`` prebuilt CPU wheels."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """One chat completion.
+
+    Attributes:
+        text: the generated text.
+        prompt_tokens, completion_tokens: token counts (model tokens).
+        prompt_ms: prompt evaluation time (ms), as reported by llama.cpp (low when the prefix was cached).
+        generate_ms: token generation time (ms).
+        finish_reason: ``"stop"`` (end of answer) or ``"length"`` (hit ``max_tokens``).
+    """
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    prompt_ms: float
+    generate_ms: float
+    finish_reason: str
+
+
+class Generator:
+    """A chat model loaded once per process; calls are serialised (one slot), so concurrent callers queue.
+
+    llama.cpp keeps the KV cache of the previous prompt, so the shared system-prompt prefix is evaluated once.
+
+    Args:
+        model_path: a GGUF file.
+        n_ctx: context window in tokens.
+        threads: CPU threads (0 = all cores).
+
+    Raises:
+        FileNotFoundError: ``model_path`` does not exist.
+    """
+
+    def __init__(self, model_path: Path, n_ctx: int = 4096, threads: int = 0) -> None:
+        import xllamacpp
+
+        if not Path(model_path).is_file():
+            raise FileNotFoundError(f"generator model not found: {model_path}")
+        params = xllamacpp.CommonParams()
+        params.model.path = str(model_path)
+        params.n_ctx = n_ctx
+        params.n_parallel = 1
+        params.cache_prompt = True
+        params.verbosity = -1
+        n_threads = threads or os.cpu_count() or 2
+        params.cpuparams.n_threads = n_threads
+        params.cpuparams_batch.n_threads = n_threads
+        # xllamacpp also opens llama.cpp's HTTP server on a random loopback port; a random key keeps it private.
+        params.api_keys = [secrets.token_hex(16)]
+        self.model_path = Path(model_path)
+        self.n_ctx = n_ctx
+        self._server = xllamacpp.Server(params)
+        self._lock = threading.Lock()
+
+    def chat(
+        self,
+        messages: list[dict[str, str]],
+        max_tokens: int,
+        on_delta: Callable[[str], bool | None] | None = None,
+    ) -> Completion:
+        """Run one greedy (temperature 0) chat completion.
+
+        Args:
+            messages: OpenAI-style ``[{"role": ..., "content": ...}]``.
+            max_tokens: generation limit (tokens).
+            on_delta: called with each new piece of text as it is generated; return ``True`` to stop early.
+
+        Raises:
+            RuntimeError: llama.cpp reported an error.
+        """
+        request: dict[str, Any] = {
+            "messages": messages,
+            "max_tokens": max_tokens,
+            "temperature": 0.0,
+            "seed": 0,
+            "cache_prompt": True,
+        }
+        with self._lock:
+            if on_delta is None:
+                response = self._server.handle_chat_completions(request)
+                if "error" in response:
+                    raise RuntimeError(f"generation failed: {response['error']}")
+                choice = response["choices"][0]
+                return _completion(choice["message"]["content"] or "", choice["finish_reason"], response)
+            return self._stream(request, on_delta)
+
+    def _stream(self, request: dict[str, Any], on_delta: Callable[[str], bool | None]) -> Completion:
+        pieces: list[str] = []
+        final: dict[str, Any] = {}
+        errors: list[Any] = []
+        started = time.perf_counter()
+
+        def callback(chunk: Any) -> bool:
+            if isinstance(chunk, dict) and "error" in chunk:
+                errors.append(chunk["error"])
+                return True
+            choice = chunk["choices"][0] if isinstance(chunk, dict) and chunk.get("choices") else {}
+            text = (choice.get("delta") or {}).get("content")
+            if choice.get("finish_reason"):
+                final.update(chunk, finish_reason=choice["finish_reason"])
+            if text:
+                pieces.append(text)
+                return bool(on_delta(text))
+            return False
+
+        self._server.handle_chat_completions({**request, "stream": True}, callback)
+        if errors:
+            raise RuntimeError(f"generation failed: {errors[0]}")
+        if not final:  # stopped early by the caller
+            elapsed = (time.perf_counter() - started) * 1000
+            final = {"finish_reason": "stop", "timings": {"predicted_ms": elapsed}}
+        return _completion("".join(pieces), final["finish_reason"], final)
+
+
+def _completion(text: str, finish_reason: str, response: dict[str, Any]) -> Completion:
+    timings = response.get("timings", {})
+    usage = response.get("usage", {})
+    return Completion(
+        text=text,
+        prompt_tokens=int(usage.get("prompt_tokens", timings.get("prompt_n", 0))),
+        completion_tokens=int(usage.get("completion_tokens", timings.get("predicted_n", 0))),
+        prompt_ms=float(timings.get("prompt_ms", 0.0)),
+        generate_ms=float(timings.get("predicted_ms", 0.0)),
+        finish_reason=finish_reason or "stop",
+    )

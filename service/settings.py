@@ -1,0 +1,62 @@
+"""One settings object, read from ``CITERAG_*`` environment variables (and a ``.env`` file if present)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class Settings(BaseSettings):
+    """Effective configuration of the service, CLI and evaluation.
+
+    Every field can be set as ``CITERAG_<FIELD>`` (e.g. ``CITERAG_INDEX_DIR``); the README lists them all.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="CITERAG_", env_file=".env", extra="ignore")
+
+    index_dir: Path = Field(Path(".citerag"), description="Index directory (versions + manifest).")
+    corpus: list[Path] = Field(
+        [PROJECT_ROOT / "data" / "icml2026"], description="Files/directories indexed by `serve` when no index exists."
+    )
+    cache_dir: Path = Field(Path.home() / ".cache" / "citerag", description="Assembled model files.")
+
+    # Chunking, in the embedding model's word pieces.
+    chunk_tokens: int = Field(128, ge=16, le=256, description="Target passage length (word pieces).")
+    chunk_overlap: int = Field(64, ge=0, le=128, description="Max overlap between passages (word pieces).")
+
+    # Retrieval.
+    bm25_k1: float = Field(1.5, ge=0)
+    bm25_b: float = Field(0.75, ge=0, le=1)
+    bm25_method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = "lucene"
+    candidates: int = Field(100, ge=1, le=1000, description="Top-N from each retriever before fusion.")
+    fusion: Literal["rrf", "weighted"] = "rrf"
+    rrf_k: int = Field(60, ge=0, description="RRF constant (Cormack et al. 2009).")
+    weight_bm25: float = Field(0.5, ge=0)
+    weight_dense: float = Field(0.5, ge=0)
+
+    # Answering.
+    generator: Literal["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"] = "qwen2.5-coder-1.5b"
+    generator_path: Path | None = Field(None, description="A GGUF file to use instead of the packaged generator.")
+    ask_k: int = Field(5, ge=1, le=20, description="Passages given to the model by default.")
+    n_ctx: int = Field(4096, ge=512, description="Model context window (tokens).")
+    max_answer_tokens: int = Field(256, ge=16, le=2048, description="Generation limit (tokens).")
+    threads: int = Field(0, ge=0, description="CPU threads for generation; 0 = all cores.")
+    min_dense_score: float = Field(
+        0.18, description="Abstain when the best passage's cosine similarity to the question is below this."
+    )
+
+    # HTTP.
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings (tests override with ``app.dependency_overrides`` or a fresh ``Settings``)."""
+    return Settings()
