@@ -4,7 +4,7 @@ Layout::
 
     <root>/                     default .citerag/ (CITERAG_INDEX_DIR)
       CURRENT                   name of the live version, replaced atomically (write temp, fsync, rename)
-      versions/<name>/
+      versions/v<seq>-<time>-<rand>/
         manifest.json           settings, corpus fingerprint, counts, file checksums, library versions
         documents.jsonl         one Document per line
         passages.jsonl          one Passage per line (row i == BM25 row i == FAISS row i)
@@ -126,7 +126,7 @@ class IndexStore:
     ) -> Path:
         """Write a complete new version and make it live atomically. Returns the new version directory."""
         self.versions.mkdir(parents=True, exist_ok=True)
-        name = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+        name = f"v{self._next_sequence():06d}-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
         tmp = self.versions / f".tmp-{name}"
         tmp.mkdir()
         try:
@@ -166,6 +166,10 @@ class IndexStore:
         if path is None:
             raise IndexNotFound(f"no index in {self.root}: run `citerag index` (or `make serve`) to build one")
         return load_version(path, mmap=mmap)
+
+    def _next_sequence(self) -> int:
+        numbers = [int(p.name[1:7]) for p in self.versions.glob("v[0-9][0-9][0-9][0-9][0-9][0-9]-*")]
+        return max(numbers, default=0) + 1
 
     def _prune(self, keep: str) -> None:
         names = sorted(p.name for p in self.versions.iterdir() if p.is_dir() and not p.name.startswith("."))

@@ -3,8 +3,8 @@
 Citation rule (applied to the model's raw text, sentence by sentence):
 
 1. ``[n]`` markers are parsed (also ``[1, 3]`` and ``[1][3]``); a number outside ``1..len(passages)`` is removed.
-2. A citation is removed when its sentence has content terms (BM25 tokens: stemmed, stop words dropped) and the
-   cited passage shares none of them -- the passage cannot support that sentence.
+2. A citation is removed when its sentence has content terms (BM25 tokens: stemmed, stop words and answer words
+   such as "yes" or "passage" dropped) and the cited passage shares none of them: it cannot support that sentence.
 3. Only passages that were in the prompt can be cited; each kept citation carries its passage's exact character
    span in the source document.
 
@@ -37,6 +37,8 @@ SYSTEM_PROMPT = (
     f"If the passages do not contain the answer, reply exactly: {_NOT_FOUND_MARK}"
 )
 
+# Words that carry no claim of their own (answer particles, references to the passages), as BM25 tokens.
+_NON_CONTENT = frozenset(tokenize("yes no true false correct incorrect passage passages answer according"))
 _CITATION = re.compile(r"\[\s*(\d+(?:\s*[,;]\s*\d+)*)\s*\]")
 _NOT_FOUND_PHRASES = re.compile(
     r"\bnot found\b|\b(?:passages?|abstracts?|context) (?:do|does) not (?:contain|provide|mention|say)"
@@ -114,7 +116,7 @@ def check_citations(text: str, passage_texts: list[str]) -> tuple[str, list[int]
     cursor = 0
     for start, end in split_sentences(text):
         sentence = text[start:end]
-        terms = set(tokenize(_CITATION.sub(" ", sentence)))
+        terms = set(tokenize(_CITATION.sub(" ", sentence))) - _NON_CONTENT
 
         def keep(match: re.Match[str]) -> str:
             kept = []

@@ -53,6 +53,14 @@ class Service:
     answerer: Answerer
 
 
+def get_service(request: Request) -> Service:
+    """The :class:`Service` loaded by the lifespan."""
+    return request.app.state.service
+
+
+ServiceDep = Annotated[Service, Depends(get_service)]
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app. The index is built on first start (or when the corpus/settings changed) and loaded once."""
 
@@ -76,11 +84,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def citerag_error(_: Request, exc: CiteragError) -> JSONResponse:
         status = next((code for kind, code in _STATUS.items() if isinstance(exc, kind)), 400)
         return JSONResponse({"detail": str(exc), "error": type(exc).__name__}, status_code=status)
-
-    def get_service(request: Request) -> Service:
-        return request.app.state.service
-
-    ServiceDep = Annotated[Service, Depends(get_service)]
 
     @app.get("/health")
     async def health(service: ServiceDep) -> Health:

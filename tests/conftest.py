@@ -1,0 +1,76 @@
+"""Shared fixtures. Real models are loaded once per session; every index is built into a temporary directory."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parent.parent
+SEEDS = ROOT / "data" / "icml2026"
+EDEN = "426b26a7dd0533a9"  # doc_id of the EDEN abstract (sha256 of its normalised text)
+
+
+class HashEmbedder:
+    """Deterministic stand-in encoder for storage/fusion unit tests (not a model): bag of hashed words,
+    float32 (n, dim), L2-normalised."""
+
+    name = "hash-embedder"
+    dim = 32
+
+    def encode(self, texts: list[str], *, show_progress: bool = False) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in text.lower().split():
+                out[i, int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms == 0, 1.0, norms)
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    """The embedding model's own tokenizer (fast to load; no weights)."""
+    from transformers import AutoTokenizer
+
+    from service.models import embedding_model_dir
+
+    return AutoTokenizer.from_pretrained(str(embedding_model_dir()))
+
+
+@pytest.fixture(scope="session")
+def settings_factory(tmp_path_factory: pytest.TempPathFactory):
+    from service.settings import Settings
+
+    def make(**overrides) -> Settings:
+        overrides.setdefault("index_dir", tmp_path_factory.mktemp("index"))
+        return Settings(**overrides)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def seed_settings(settings_factory):
+    """Settings whose index directory holds the real index of the 38 seed abstracts (built once)."""
+    from service.pipeline import ensure_index
+
+    settings = settings_factory(corpus=[SEEDS])
+    ensure_index(settings, show_progress=False)
+    return settings
+
+
+@pytest.fixture(scope="session")
+def api_client(seed_settings) -> Iterator:
+    """A TestClient over the real app (real index, embedder and default generator)."""
+    from fastapi.testclient import TestClient
+
+    from service.api import create_app
+
+    with TestClient(create_app(seed_settings)) as client:
+        yield client

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import pytest
+
+from index.fusion import min_max, reciprocal_rank_fusion, weighted_score_fusion
+from index.types import Hit
+
+
+def _run(rows: list[int], scores: list[float] | None = None) -> list[Hit]:
+    return [Hit(r, s, "x") for r, s in zip(rows, scores or [10.0 - i for i in range(len(rows))])]
+
+
+class TestReciprocalRankFusion:
+    def test_hand_computed_example(self) -> None:
+        # bm25: a=1, b=2, c=3 ; dense: c=1, a=2  (k = 60, ranks 1-based)
+        fused = reciprocal_rank_fusion([_run([1, 2, 3]), _run([3, 1])], k=60)
+        expected = {1: 1 / 61 + 1 / 62, 3: 1 / 63 + 1 / 61, 2: 1 / 62}
+        assert [h.row for h in fused] == [1, 3, 2]
+        for hit in fused:
+            assert hit.score == pytest.approx(expected[hit.row], abs=1e-12)
+            assert hit.source == "fused"
+
+    def test_ties_break_on_lower_row_and_top_k_cuts(self) -> None:
+        fused = reciprocal_rank_fusion([_run([5]), _run([4])], k=60, top_k=1)
+        assert [h.row for h in fused] == [4]
+
+    def test_empty_runs(self) -> None:
+        assert reciprocal_rank_fusion([[], []]) == []
+
+    def test_negative_k_is_rejected(self) -> None:
+        with pytest.raises(ValueError, match="RRF k must be >= 0"):
+            reciprocal_rank_fusion([], k=-1)
+
+
+class TestWeightedFusion:
+    def test_min_max_weighted_sum(self) -> None:
+        bm25 = _run([1, 2, 3], [9.0, 5.0, 1.0])  # normalised 1.0, 0.5, 0.0
+        dense = _run([3, 1], [0.8, 0.4])  # normalised 1.0, 0.0
+        fused = weighted_score_fusion([bm25, dense], [0.3, 0.7])
+        assert [(h.row, round(h.score, 6)) for h in fused] == [(3, 0.7), (1, 0.3), (2, 0.15)]
+
+    def test_min_max_of_constant_scores(self) -> None:
+        assert min_max([2.0, 2.0]).tolist() == [1.0, 1.0]
+
+    def test_weights_must_match_runs(self) -> None:
+        with pytest.raises(ValueError, match="one weight per run"):
+            weighted_score_fusion([[], []], [1.0])

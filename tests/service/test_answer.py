@@ -1,0 +1,47 @@
+"""The citation checker and refusal detection on fixed model outputs (no model involved)."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.answer import build_messages, check_citations, is_refusal
+
+PASSAGES = [
+    "EDEN is a family of metagenomic foundation models scaled up to 28 billion parameters.",
+    "LU-KV reduces KV cache size by 80% with minimal performance degradation.",
+    "Momentum SGD relies on a fixed momentum coefficient.",
+    "Conformal prediction provides distribution-free prediction sets.",
+    "XR-1 was validated with 12,000 real-world rollouts.",
+]
+
+
+class TestCheckCitations:
+    def test_out_of_range_numbers_are_removed(self) -> None:
+        assert check_citations("Yes [2][8].", PASSAGES) == ("Yes [2].", [2])
+        assert check_citations("Yes [0] [6].", PASSAGES) == ("Yes.", [])
+
+    def test_citation_without_shared_content_terms_is_dropped(self) -> None:
+        text = "EDEN has 28 billion parameters [1][3]."
+        assert check_citations(text, PASSAGES) == ("EDEN has 28 billion parameters [1].", [1])
+
+    def test_lists_and_order_of_first_appearance(self) -> None:
+        text = "LU-KV cuts the KV cache by 80% [2, 1]. EDEN reaches 28 billion parameters [1]."
+        clean, cited = check_citations(text, PASSAGES)
+        assert cited == [2, 1]  # [1] does not support the first sentence; it does support the second
+        assert clean == "LU-KV cuts the KV cache by 80% [2]. EDEN reaches 28 billion parameters [1]."
+
+    def test_each_sentence_is_checked_against_its_own_citations(self) -> None:
+        text = "EDEN has 28 billion parameters [1]. XR-1 used 12,000 rollouts [5]."
+        assert check_citations(text, PASSAGES) == (text, [1, 5])
+
+    def test_no_citations(self) -> None:
+        assert check_citations("EDEN has 28 billion parameters.", PASSAGES) == ("EDEN has 28 billion parameters.", [])
+
+
+@pytest.mark.parametrize(
+    ("text", "refusal"),
+    [("NOT FOUND", True), ("Not found.", True), ("The passages do not contain this information.", True),
+     ("EDEN has 28 billion parameters [1].", False)],
+)
+def test_refusal_detection(text: str, refusal: bool) -> None:
+    assert is_refusal(text) is refusal

@@ -1,0 +1,118 @@
+"""The HTTP API over the real index, embedder and default generator (FastAPI TestClient, lifespan included)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import EDEN
+
+pytestmark = pytest.mark.slow
+
+LU_KV = "f5bdc4c41e222197"
+GP_EQUIFLOW = "0e4a7d0dfa0b289b"
+XR_1 = "4f825244cf5bb479"
+
+
+class TestSearch:
+    def test_acronym_query_ranks_its_paper_first_in_every_mode(self, api_client) -> None:
+        for mode in ("hybrid", "bm25", "dense"):
+            body = api_client.post("/search", json={"query": "LU-KV", "k": 3, "mode": mode}).json()
+            assert body["mode"] == mode and len(body["results"]) == 3
+            assert body["results"][0]["doc_id"] == LU_KV, mode
+
+    def test_hybrid_results_carry_both_ranks_and_exact_spans(self, api_client) -> None:
+        body = api_client.post(
+            "/search", json={"query": "How many parameters does the largest metagenomic foundation model have?"}
+        ).json()
+        top = body["results"][0]
+        assert top["doc_id"] == EDEN and top["rank"] == 1
+        assert top["bm25_rank"] == 1 and top["dense_rank"] == 1
+        assert top["score"] == pytest.approx(2 / 61, abs=1e-6)  # RRF k=60, first in both runs
+        doc = api_client.get(f"/documents/{EDEN}").json()
+        for r in body["results"]:
+            if r["doc_id"] == EDEN:
+                assert doc["text"][r["start"] : r["end"]] == r["text"]
+
+    def test_one_per_doc(self, api_client) -> None:
+        body = api_client.post("/search", json={"query": "KV cache", "k": 10, "one_per_doc": True}).json()
+        ids = [r["doc_id"] for r in body["results"]]
+        assert len(ids) == len(set(ids)) == 10 and ids[0] == LU_KV
+
+
+class TestAsk:
+    @pytest.mark.parametrize(
+        ("question", "expected", "doc_id"),
+        [
+            ("How many parameters does the largest metagenomic foundation model have?", "28 billion", EDEN),
+            ("What does GP-EquiFlow use to construct its prior distributions?", "gaussian process", GP_EQUIFLOW),
+            ("What discrete latent representation is at the core of XR-1?", "unified vision-motion codes", XR_1),
+        ],
+    )
+    def test_answers_with_the_right_citation(self, api_client, question: str, expected: str, doc_id: str) -> None:
+        body = api_client.post("/ask", json={"question": question}).json()
+        assert body["abstained"] is False, body["reason"]
+        assert expected in body["answer"].lower()
+        assert body["citations"], body["answer"]
+        assert {c["doc_id"] for c in body["citations"]} == {doc_id}
+        for c in body["citations"]:
+            assert 1 <= c["n"] <= len(body["passages"])
+            assert f"[{c['n']}]" in body["answer"]
+            assert body["passages"][c["n"] - 1]["chunk_id"] == c["chunk_id"]
+        assert set(body["timings_ms"]) >= {"retrieve", "generate", "total"}
+
+    def test_off_corpus_question_abstains_without_citations(self, api_client) -> None:
+        body = api_client.post("/ask", json={"question": "Who won the 2018 FIFA World Cup?"}).json()
+        assert body["abstained"] is True
+        assert body["answer"] == "Not found in the indexed abstracts."
+        assert body["citations"] == [] and body["reason"]
+
+
+class TestDocumentsAndHealth:
+    def test_health(self, api_client) -> None:
+        body = api_client.get("/health").json()
+        assert body["status"] == "ok" and body["documents"] == 38 and body["passages"] > 38
+
+    def test_paged_listing_and_one_document(self, api_client) -> None:
+        page = api_client.get("/documents", params={"offset": 30, "limit": 5}).json()
+        assert page["total"] == 38 and len(page["documents"]) == 5
+        doc = api_client.get(f"/documents/{EDEN}").json()
+        assert "28 billion parameters" in doc["text"] and doc["title"] == ""
+        assert doc["label"].startswith("Foundation models for genomics")
+        assert [p["ordinal"] for p in doc["passages"]] == list(range(len(doc["passages"])))
+
+    def test_unknown_document_is_a_json_404(self, api_client) -> None:
+        response = api_client.get("/documents/nope")
+        assert response.status_code == 404
+        assert response.json()["detail"] == "no document with id 'nope'; list ids with GET /documents"
+
+
+class TestBadInput:
+    @pytest.mark.parametrize(
+        ("path", "body", "field"),
+        [
+            ("/search", {"query": ""}, "query"),
+            ("/search", {"query": "   "}, "query"),
+            ("/search", {"query": "x", "k": 0}, "k"),
+            ("/search", {"query": "x", "k": 101}, "k"),
+            ("/search", {"query": "x", "mode": "sparse"}, "mode"),
+            ("/search", {"query": "x", "colour": "red"}, "colour"),
+            ("/search", {"query": "x" * 2001}, "query"),
+            ("/search", {"query": "a\x00b"}, "query"),
+            ("/ask", {"question": ""}, "question"),
+            ("/ask", {"question": "x", "k": 21}, "k"),
+            ("/ask", {}, "question"),
+        ],
+    )
+    def test_validation_errors_name_the_field(self, api_client, path: str, body: dict, field: str) -> None:
+        response = api_client.post(path, json=body)
+        assert response.status_code == 422
+        assert any(err["loc"][-1] == field for err in response.json()["detail"]), response.json()
+
+    def test_invalid_json(self, api_client) -> None:
+        response = api_client.post("/search", content=b"{not json", headers={"content-type": "application/json"})
+        assert response.status_code == 422
+        assert response.json()["detail"][0]["type"] == "json_invalid"
+
+    def test_unicode_queries_work(self, api_client) -> None:
+        for query in ("V₁ 🚀 verification", "ما هو", "论文 KV cache"):
+            assert api_client.post("/search", json={"query": query}).status_code == 200

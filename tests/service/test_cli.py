@@ -1,0 +1,48 @@
+"""The CLI: bad input exits 2 with one line; --json prints the API's JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from service.cli import app
+from tests.conftest import EDEN
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["search", ""], "error: query: String should have at least 1 character"),
+        (["search", "x", "--k", "0"], "error: k: Input should be greater than or equal to 1"),
+        (["search", "x", "--mode", "sparse"], "error: mode: Input should be 'hybrid', 'bm25' or 'dense'"),
+        (["ask", "   "], "error: question: Value error, must contain non-whitespace text"),
+        (["index", "/no/such/file.txt"], "error: /no/such/file.txt: no such file or directory"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(args: list[str], message: str, tmp_path) -> None:
+    result = runner.invoke(app, [*args, "--index-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == message
+
+
+@pytest.mark.slow
+def test_search_json_is_the_api_shape(seed_settings) -> None:
+    result = runner.invoke(app, ["search", "metagenomic foundation model", "--k", "2", "--json",
+                                 "--index-dir", str(seed_settings.index_dir)])
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    assert body["query"] == "metagenomic foundation model" and body["mode"] == "hybrid"
+    assert body["results"][0]["doc_id"] == EDEN
+    assert set(body["results"][0]) == {"rank", "doc_id", "chunk_id", "title", "text", "score", "bm25_rank",
+                                       "dense_rank", "start", "end"}
+
+
+@pytest.mark.slow
+def test_docs_lists_38(seed_settings) -> None:
+    result = runner.invoke(app, ["docs", "--json", "--index-dir", str(seed_settings.index_dir)])
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["total"] == 38

@@ -1,0 +1,53 @@
+"""Metric code pinned against hand-computed values, and the dev-set evaluation end to end."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import ir_measures
+import pytest
+
+from service.evaluate import evaluate_devset, load_devset, score
+from tests.conftest import ROOT
+
+
+def test_metrics_match_a_hand_computed_example() -> None:
+    qrels = [ir_measures.Qrel("q1", "a", 2), ir_measures.Qrel("q1", "b", 1), ir_measures.Qrel("q2", "c", 1)]
+    run = [
+        ir_measures.ScoredDoc("q1", "x", 3.0), ir_measures.ScoredDoc("q1", "a", 2.0), ir_measures.ScoredDoc("q1", "b", 1.0),
+        ir_measures.ScoredDoc("q2", "c", 1.0),
+    ]
+    got = score(qrels, run)
+    # q1: relevant at ranks 2 (grade 2) and 3 (grade 1); q2: relevant at rank 1.
+    # trec_eval's nDCG (what BEIR reports): linear gain = grade, discount log2(rank + 1).
+    dcg = 2 / math.log2(3) + 1 / math.log2(4)
+    idcg = 2 / math.log2(2) + 1 / math.log2(3)
+    assert got["nDCG@10"] == pytest.approx((dcg / idcg + 1.0) / 2, abs=1e-6)
+    assert got["MRR@10"] == pytest.approx((1 / 2 + 1) / 2)
+    assert got["Recall@1"] == pytest.approx((0 + 1) / 2)
+    assert got["Recall@5"] == pytest.approx(1.0)
+
+
+def test_devset_is_well_formed() -> None:
+    questions = load_devset(ROOT / "eval" / "devset.jsonl")
+    assert len(questions) >= 60
+    assert len({q.qid for q in questions}) == len(questions)
+    kinds = {q.kind for q in questions}
+    assert {"lexical", "paraphrase", "number", "acronym", "multi_doc", "no_answer"} <= kinds
+    assert all(not q.qrels for q in questions if q.kind == "no_answer")
+    covered = {doc for q in questions for doc, grade in q.qrels.items() if grade == 2}
+    assert len(covered) == 38
+
+
+@pytest.mark.slow
+def test_three_way_evaluation_on_the_devset(seed_settings) -> None:
+    from service.pipeline import ensure_index, open_retriever
+
+    retriever = open_retriever(seed_settings, ensure_index(seed_settings, show_progress=False))
+    results = evaluate_devset(retriever, load_devset(ROOT / "eval" / "devset.jsonl"))
+    assert set(results["modes"]) == {"bm25", "dense", "hybrid"}
+    for mode, metrics in results["modes"].items():
+        assert set(metrics) == {"Recall@1", "Recall@5", "Recall@10", "MRR@10", "nDCG@10"}
+        assert metrics["Recall@10"] >= 0.8, mode
+    assert results["by_kind"]["bm25"]["acronym"] == 1.0
