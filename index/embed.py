@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
 class Embedder(Protocol):
@@ -40,7 +36,10 @@ class SentenceTransformerEmbedder:
 
     def __init__(self, model_dir: Path, name: str = "all-MiniLM-L6-v2", batch_size: int = 64) -> None:
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()  # the per-load "Loading weights" bar is noise in CLI output
+        # local_files_only: never contact a model hub, whatever HF_HUB_OFFLINE says.
         self.model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
         self.name = name
         self.batch_size = batch_size

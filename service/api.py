@@ -61,16 +61,22 @@ def get_service(request: Request) -> Service:
 ServiceDep = Annotated[Service, Depends(get_service)]
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the app. The index is built on first start (or when the corpus/settings changed) and loaded once."""
+def create_app(settings: Settings | None = None, index: LoadedIndex | None = None) -> FastAPI:
+    """Build the app.
+
+    Args:
+        settings: effective settings (default :func:`get_settings`).
+        index: an index the caller already loaded (``citerag serve`` builds/loads it before starting); when
+            ``None`` the lifespan builds it on first start (or when the corpus/settings changed) and loads it.
+    """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         effective = settings or get_settings()
-        index = ensure_index(effective, show_progress=False)
-        retriever = open_retriever(effective, index)
-        app.state.service = Service(index, retriever, open_answerer(effective, retriever))
-        log.info("serving %d documents, %d passages from %s", len(index.documents), len(index.passages), index.path)
+        live = index or ensure_index(effective, show_progress=False)
+        retriever = open_retriever(effective, live)
+        app.state.service = Service(live, retriever, open_answerer(effective, retriever))
+        log.info("serving %d documents, %d passages from %s", len(live.documents), len(live.passages), live.path)
         yield
 
     app = FastAPI(

@@ -185,7 +185,7 @@ def serve(
     settings = _settings(index_dir)
     index = ensure_index(settings, show_progress=True)
     console.print(f"index: {len(index.documents)} documents, {len(index.passages)} passages ({index.path})")
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+    uvicorn.run(create_app(settings, index), host=host, port=port, log_level="info")
 
 
 @app.command("eval")

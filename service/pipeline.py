@@ -62,25 +62,33 @@ def build(settings: Settings, paths: list[Path], show_progress: bool = True) -> 
         chunker,
         index_config(settings, embedder),
         show_progress=show_progress,
-        extra_manifest={"sources": [str(p) for p in paths]},
+        extra_manifest={"sources": [str(Path(p).resolve()) for p in paths]},
     )
     return store.load()
 
 
-def ensure_index(settings: Settings, paths: list[Path] | None = None, show_progress: bool = True) -> LoadedIndex:
-    """The live index for ``paths`` (default ``settings.corpus``): reused when its corpus fingerprint and settings
-    match, rebuilt otherwise (first run, changed corpus, changed settings, or an unreadable index)."""
-    paths = paths or settings.corpus
+def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
+    """The live index, built when missing and rebuilt when stale.
+
+    The sources are those recorded in the live index's manifest (what ``citerag index PATHS`` built it from), or
+    ``settings.corpus`` on first run. The index is rebuilt from them when the documents they hold now differ from
+    the indexed ones (corpus fingerprint), when an index setting changed, or when the index fails verification.
+    Sources that no longer exist leave the index as it is (logged).
+    """
     store = IndexStore(settings.index_dir)
     wanted_config = index_config(settings, load_embedder())
-    wanted_fingerprint = corpus_fingerprint(load_documents(paths))
+    paths = list(settings.corpus)
     if store.current() is not None:
         try:
             index = store.load()
         except Exception as exc:  # noqa: BLE001 - any unreadable index is rebuilt, and the reason logged
             log.warning("index in %s refused (%s); rebuilding", settings.index_dir, exc)
         else:
-            if index.config == wanted_config and index.fingerprint == wanted_fingerprint:
+            paths = [Path(p) for p in index.manifest.get("sources", paths)]
+            if not all(p.exists() for p in paths):
+                log.warning("sources of the index %s are gone; serving it as built", [str(p) for p in paths])
+                return index
+            if index.config == wanted_config and index.fingerprint == corpus_fingerprint(load_documents(paths)):
                 return index
             log.info("corpus or settings changed since the index was built; rebuilding")
     return build(settings, paths, show_progress=show_progress)

@@ -116,3 +116,27 @@ class TestBadInput:
     def test_unicode_queries_work(self, api_client) -> None:
         for query in ("V₁ 🚀 verification", "ما هو", "论文 KV cache"):
             assert api_client.post("/search", json={"query": query}).status_code == 200
+
+
+def test_health_answers_while_an_ask_is_generating(api_client) -> None:
+    """Generation runs in the thread pool: /health is served while /ask is still running (order, not timing)."""
+    import threading
+
+    done = threading.Event()
+
+    def ask() -> None:
+        api_client.post("/ask", json={"question": "What damping term is added to the dynamics of mSGD and Adam?"})
+        done.set()
+
+    worker = threading.Thread(target=ask)
+    worker.start()
+    try:
+        # wait until the generator is busy (its lock is held) so /health really overlaps a generation
+        lock = api_client.app.state.service.answerer.generator._lock
+        while not lock.locked() and not done.is_set():
+            done.wait(0.01)
+        assert not done.is_set(), "the ask finished before /health could be sent"
+        assert api_client.get("/health").json()["status"] == "ok"
+        assert not done.is_set()
+    finally:
+        worker.join()
