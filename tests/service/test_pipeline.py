@@ -26,7 +26,7 @@ def test_built_once_reused_and_rebuilt_when_the_corpus_changes(settings_factory,
     assert ensure_index(settings, show_progress=False).path == first.path  # unchanged: reused
 
     with (corpus / seed.name).open("a", encoding="utf-8") as handle:
-        handle.write("\nA new abstract about retrieval-augmented generation with citations.\n")
+        handle.write("\n\nA new abstract about retrieval-augmented generation with citations.\n")
     second = ensure_index(settings, show_progress=False)
     assert second.path != first.path and len(second.documents) == 20
 
