@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -54,6 +54,14 @@ class Settings(BaseSettings):
     # HTTP.
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
+
+    @model_validator(mode="after")
+    def _overlap_fits(self) -> Settings:
+        if self.chunk_overlap > self.chunk_tokens // 2:
+            raise ValueError(
+                f"chunk_overlap ({self.chunk_overlap}) must be at most half of chunk_tokens ({self.chunk_tokens})"
+            )
+        return self
 
 
 @lru_cache(maxsize=1)

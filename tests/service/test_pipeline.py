@@ -30,7 +30,7 @@ def test_built_once_reused_and_rebuilt_when_the_corpus_changes(settings_factory,
     second = ensure_index(settings, show_progress=False)
     assert second.path != first.path and len(second.documents) == 20
 
-    changed = settings.model_copy(update={"chunk_tokens": 96})
+    changed = settings.model_copy(update={"chunk_tokens": 96, "chunk_overlap": 32})
     third = ensure_index(changed, show_progress=False)
     assert third.path != second.path and third.config.target_tokens == 96
 
