@@ -68,7 +68,8 @@ class Chunker:
         """Word-piece counts of ``texts`` without special tokens (list of int, same length)."""
         if not texts:
             return []
-        return [len(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
+        encoded = self.tokenizer(texts, add_special_tokens=False, verbose=False)  # counting only: no truncation warning
+        return [len(ids) for ids in encoded["input_ids"]]
 
     def chunk(self, doc: Document) -> list[Passage]:
         """Passages of ``doc`` in order; ``passage.text == doc.text[passage.start:passage.end]``.

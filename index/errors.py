@@ -34,3 +34,11 @@ class ModelNotFound(CiteragError):
 
 class DocumentNotFound(CiteragError):
     """No document with the requested id."""
+
+
+class Overloaded(CiteragError):
+    """Too many questions are waiting for the model; retry after ``retry_after`` seconds."""
+
+    def __init__(self, message: str, retry_after: int = 10) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

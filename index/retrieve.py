@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from index.embed import Embedder
+from index.filters import Filters, filter_key, passage_mask
 from index.fusion import RRF_K, reciprocal_rank_fusion, weighted_score_fusion
 from index.store import LoadedIndex
 from index.text import fold
 from index.tokenize import tokenize
 from index.types import Document, FusionMethod, Hit, Passage, RetrievalMode
+
+
+PASSAGES_PER_DOC = 3  # candidate-depth multiplier for one-passage-per-document searches
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,17 +79,33 @@ class Retriever:
         self.rrf_k = rrf_k
         self.fusion = fusion
         self.weights = weights
+        self._masks: dict[str, np.ndarray] = {}
 
-    def bm25_hits(self, query: str, depth: int) -> list[Hit]:
-        """BM25 candidates for ``query`` (at most ``depth``)."""
-        return self.index.bm25.search(tokenize(query), depth)
+    def mask(self, filters: Filters | None) -> np.ndarray | None:
+        """Boolean passage mask for ``filters`` (``None`` = no filter); cached per distinct filter.
 
-    def dense_hits(self, query: str, depth: int) -> list[Hit]:
+        Raises:
+            ValueError: malformed filters (see :mod:`index.filters`).
+        """
+        if not filters:
+            return None
+        key = filter_key(filters)
+        if key not in self._masks:
+            if len(self._masks) >= 64:
+                self._masks.clear()
+            self._masks[key] = passage_mask(filters, self.index.documents, self.index.passages)
+        return self._masks[key]
+
+    def bm25_hits(self, query: str, depth: int, allowed: np.ndarray | None = None) -> list[Hit]:
+        """BM25 candidates for ``query`` (at most ``depth``), restricted to ``allowed`` rows when given."""
+        return self.index.bm25.search(tokenize(query), depth, allowed)
+
+    def dense_hits(self, query: str, depth: int, allowed: np.ndarray | None = None) -> list[Hit]:
         """Dense candidates for ``query`` (at most ``depth``); embeds the folded query."""
         if self.index.dense.size == 0:
             return []
         vector = self.embedder.encode([fold(query)])[0]
-        return self.index.dense.search(vector, depth)
+        return self.index.dense.search(vector, depth, allowed)
 
     def search(
         self,
@@ -92,6 +114,7 @@ class Retriever:
         mode: RetrievalMode = "hybrid",
         one_per_doc: bool = False,
         fusion: FusionMethod | None = None,
+        filters: Filters | None = None,
     ) -> list[SearchResult]:
         """Top-``k`` passages for ``query``.
 
@@ -101,17 +124,20 @@ class Retriever:
             mode: ``"hybrid"``, ``"bm25"`` or ``"dense"``.
             one_per_doc: keep only the best passage of each document.
             fusion: override the retriever's fusion method for this query.
+            filters: metadata conditions (:mod:`index.filters`), applied inside both retrievers before top-k.
 
         Raises:
-            ValueError: unknown mode or ``k < 1``.
+            ValueError: unknown mode, ``k < 1`` or malformed filters.
         """
         if mode not in ("hybrid", "bm25", "dense"):
             raise ValueError(f"mode must be 'hybrid', 'bm25' or 'dense', got {mode!r}")
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        depth = max(self.candidates, k)
-        bm25 = self.bm25_hits(query, depth) if mode in ("hybrid", "bm25") else []
-        dense = self.dense_hits(query, depth) if mode in ("hybrid", "dense") else []
+        # one passage per document needs deeper candidate lists: documents average a few passages each.
+        depth = max(self.candidates, k * PASSAGES_PER_DOC if one_per_doc else k)
+        allowed = self.mask(filters)
+        bm25 = self.bm25_hits(query, depth, allowed) if mode in ("hybrid", "bm25") else []
+        dense = self.dense_hits(query, depth, allowed) if mode in ("hybrid", "dense") else []
         if mode == "bm25":
             ranked = bm25
         elif mode == "dense":

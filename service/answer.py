@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from index.filters import Filters
 from index.retrieve import Retriever, SearchResult
 from index.text import split_sentences
 from index.tokenize import tokenize
@@ -161,19 +162,41 @@ class Answerer:
         self.max_tokens = max_tokens
         self.min_dense_score = min_dense_score
 
-    def retrieve(self, question: str, k: int) -> list[SearchResult]:
+    def retrieve(self, question: str, k: int, filters: Filters | None = None) -> list[SearchResult]:
         """The ``k`` passages given to the model (hybrid, best first)."""
-        return self.retriever.search(question, k=k, mode="hybrid")
+        return self.retriever.search(question, k=k, mode="hybrid", filters=filters)
 
-    def ask(self, question: str, k: int = 5, on_delta: Callable[[str], bool | None] | None = None) -> Answer:
+    def ask(
+        self,
+        question: str,
+        k: int = 5,
+        on_delta: Callable[[str], bool | None] | None = None,
+        filters: Filters | None = None,
+    ) -> Answer:
         """Answer ``question`` from the top-``k`` passages, or abstain.
 
         Args:
             on_delta: receives generated text pieces as they arrive (streaming); return True to stop.
+            filters: metadata conditions applied inside retrieval (:mod:`index.filters`).
         """
         started = time.perf_counter()
-        passages = self.retrieve(question, k)
-        retrieve_ms = (time.perf_counter() - started) * 1000
+        passages = self.retrieve(question, k, filters)
+        return self.answer(question, passages, (time.perf_counter() - started) * 1000, on_delta)
+
+    def answer(
+        self,
+        question: str,
+        passages: list[SearchResult],
+        retrieve_ms: float = 0.0,
+        on_delta: Callable[[str], bool | None] | None = None,
+    ) -> Answer:
+        """Answer ``question`` from already retrieved ``passages`` (numbered ``[1]..[len(passages)]``), or abstain.
+
+        Args:
+            retrieve_ms: time already spent retrieving (reported in ``timings_ms``; counted in ``total``).
+            on_delta: receives generated text pieces as they arrive; return True to stop generating.
+        """
+        started = time.perf_counter() - retrieve_ms / 1000
         timings = {"retrieve": retrieve_ms, "prompt": 0.0, "generate": 0.0}
         best_dense = max((p.dense_score for p in passages if p.dense_score is not None), default=None)
         if not passages:

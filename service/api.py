@@ -7,15 +7,24 @@ runs in its thread pool, so ``/health`` answers while a generation is running.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Generator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
-from index.errors import CiteragError, DocumentNotFound, IndexMismatch, IndexNotFound, IngestError, ModelNotFound
+from index.errors import (
+    CiteragError,
+    DocumentNotFound,
+    IndexMismatch,
+    IndexNotFound,
+    IngestError,
+    ModelNotFound,
+    Overloaded,
+)
 from index.retrieve import Retriever
 from index.store import LoadedIndex
 from service.answer import Answerer
@@ -32,6 +41,7 @@ from service.schemas import (
     SearchResponse,
 )
 from service.settings import Settings, get_settings
+from service.streaming import answer_events
 
 log = logging.getLogger(__name__)
 
@@ -41,16 +51,43 @@ _STATUS: dict[type[CiteragError], int] = {
     IndexNotFound: 503,
     IndexMismatch: 503,
     ModelNotFound: 503,
+    Overloaded: 503,
 }
+
+
+class AdmissionGate:
+    """Bounds the questions admitted at once (running + waiting for the single model slot).
+
+    Args:
+        limit: most questions admitted at once; one more raises :class:`Overloaded` (HTTP 503 + Retry-After).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._slots = threading.BoundedSemaphore(limit)
+        self._lock = threading.Lock()
+        self.admitted = 0
+
+    def enter(self) -> None:
+        if not self._slots.acquire(blocking=False):
+            raise Overloaded(f"{self.limit} questions are already queued for the model; retry shortly", retry_after=15)
+        with self._lock:
+            self.admitted += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self.admitted -= 1
+        self._slots.release()
 
 
 @dataclass(slots=True)
 class Service:
-    """What the handlers share: the loaded index, the retriever and the answerer."""
+    """What the handlers share: the loaded index, the retriever, the answerer and the admission gate."""
 
     index: LoadedIndex
     retriever: Retriever
     answerer: Answerer
+    gate: AdmissionGate
 
 
 def get_service(request: Request) -> Service:
@@ -75,7 +112,9 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
         effective = settings or get_settings()
         live = index or ensure_index(effective, show_progress=False)
         retriever = open_retriever(effective, live)
-        app.state.service = Service(live, retriever, open_answerer(effective, retriever))
+        app.state.service = Service(
+            live, retriever, open_answerer(effective, retriever), AdmissionGate(effective.max_queue)
+        )
         log.info("serving %d documents, %d passages from %s", len(live.documents), len(live.passages), live.path)
         yield
 
@@ -89,7 +128,8 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
     @app.exception_handler(CiteragError)
     async def citerag_error(_: Request, exc: CiteragError) -> JSONResponse:
         status = next((code for kind, code in _STATUS.items() if isinstance(exc, kind)), 400)
-        return JSONResponse({"detail": str(exc), "error": type(exc).__name__}, status_code=status)
+        headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, Overloaded) else None
+        return JSONResponse({"detail": str(exc), "error": type(exc).__name__}, status_code=status, headers=headers)
 
     @app.get("/health")
     async def health(service: ServiceDep) -> Health:
@@ -105,13 +145,30 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
     @app.post("/search")
     def search(body: SearchRequest, service: ServiceDep) -> SearchResponse:
         """Top-k passages by hybrid (RRF of BM25 and dense), BM25 or dense retrieval."""
-        results = service.retriever.search(body.query, k=body.k, mode=body.mode, one_per_doc=body.one_per_doc)
+        results = service.retriever.search(
+            body.query, k=body.k, mode=body.mode, one_per_doc=body.one_per_doc, filters=body.filters
+        )
         return SearchResponse(query=body.query, mode=body.mode, results=[PassageOut.of(r) for r in results])
 
-    @app.post("/ask")
-    def ask(body: AskRequest, service: ServiceDep) -> AskResponse:
-        """Answer from the top-k passages with checked [n] citations, or abstain."""
-        return AskResponse.of(service.answerer.ask(body.question, k=body.k))
+    @app.post("/ask", response_model=AskResponse, responses={200: {"content": {"text/event-stream": {}}}})
+    def ask(body: AskRequest, request: Request, service: ServiceDep) -> AskResponse | StreamingResponse:
+        """Answer from the top-k passages with checked [n] citations, or abstain.
+
+        With ``"stream": true`` (or ``Accept: text/event-stream``) the answer comes as server-sent events:
+        ``passages``, then ``token`` events, then ``answer`` (the checked response). Beyond ``CITERAG_MAX_QUEUE``
+        questions at once: 503 with ``Retry-After``.
+        """
+        service.gate.enter()
+        if body.stream or "text/event-stream" in request.headers.get("accept", ""):
+            return StreamingResponse(
+                _released(answer_events(service.answerer, body.question, body.k, body.filters), service.gate),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            )
+        try:
+            return AskResponse.of(service.answerer.ask(body.question, k=body.k, filters=body.filters))
+        finally:
+            service.gate.leave()
 
     @app.get("/documents")
     async def list_documents(
@@ -137,3 +194,12 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
         return DocumentOut(**DocumentSummary.of(doc).model_dump(), text=doc.text, passages=spans)
 
     return app
+
+
+def _released(events: Generator[str, None, None], gate: AdmissionGate) -> Iterator[str]:
+    """Pass ``events`` through, leaving ``gate`` when the stream ends or the client goes away."""
+    try:
+        yield from events
+    finally:
+        events.close()
+        gate.leave()

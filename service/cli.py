@@ -58,6 +58,16 @@ def one_line_errors(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _parse_filters(raw: str | None) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"filters: not valid JSON ({exc.msg})") from exc
+    return value
+
+
 def _settings(index_dir: Path | None) -> Settings:
     return Settings(index_dir=index_dir) if index_dir else Settings()
 
@@ -100,6 +110,7 @@ def search(
     k: Annotated[int, typer.Option(help="Number of passages (1-100).")] = 10,
     mode: Annotated[str, typer.Option(help="hybrid, bm25 or dense.")] = "hybrid",
     one_per_doc: Annotated[bool, typer.Option(help="Best passage per document only.")] = False,
+    filters: Annotated[str | None, typer.Option(help='JSON metadata filter, e.g. \'{"year": {"gte": 2018}}\'.')] = None,
     json_out: JsonOption = False,
     index_dir: IndexDirOption = None,
 ) -> None:
@@ -107,10 +118,14 @@ def search(
     from service.pipeline import open_retriever
     from service.schemas import PassageOut, SearchRequest, SearchResponse
 
-    request = SearchRequest(query=query, k=k, mode=mode, one_per_doc=one_per_doc)  # type: ignore[arg-type]
+    request = SearchRequest(
+        query=query, k=k, mode=mode, one_per_doc=one_per_doc, filters=_parse_filters(filters)  # type: ignore[arg-type]
+    )
     settings = _settings(index_dir)
     retriever = open_retriever(settings, _open_index(settings))
-    results = retriever.search(request.query, k=request.k, mode=request.mode, one_per_doc=request.one_per_doc)
+    results = retriever.search(
+        request.query, k=request.k, mode=request.mode, one_per_doc=request.one_per_doc, filters=request.filters
+    )
     response = SearchResponse(query=request.query, mode=request.mode, results=[PassageOut.of(r) for r in results])
     if json_out:
         typer.echo(response.model_dump_json(indent=2))
@@ -191,26 +206,47 @@ def serve(
 @app.command("eval")
 @one_line_errors
 def eval_command(
+    benchmark: Annotated[
+        Path | None, typer.Option(help="A BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) instead of the dev set.")
+    ] = None,
     devset: Annotated[Path, typer.Option(help="Dev set JSONL.")] = PROJECT_ROOT / "eval" / "devset.jsonl",
-    out: Annotated[Path, typer.Option(help="Directory for the results table.")] = PROJECT_ROOT / "eval" / "results",
+    out: Annotated[Path, typer.Option(help="Directory for the results (Markdown, JSON, PNG).")] = PROJECT_ROOT / "eval" / "results",
     json_out: JsonOption = False,
     index_dir: IndexDirOption = None,
 ) -> None:
-    """Retrieval quality on the dev set: Recall@1/5/10, MRR@10, nDCG@10 for bm25, dense and hybrid."""
-    from service.evaluate import evaluate_devset, load_devset, markdown_table
+    """Retrieval quality. Dev set: Recall@1/5/10, MRR@10, nDCG@10 for bm25, dense and hybrid. --benchmark: nDCG@10,
+    Recall@10/100, MRR@10 for bm25, dense, hybrid-rrf and hybrid-weighted, indexed into a separate directory."""
+    from service.evaluate import (
+        bar_chart,
+        evaluate_benchmark,
+        evaluate_devset,
+        load_beir,
+        load_devset,
+        markdown_table,
+        metrics_table,
+    )
     from service.pipeline import ensure_index, open_retriever
 
-    if not devset.is_file():
-        _fail(f"{devset}: dev set not found")
-    settings = _settings(index_dir)
-    retriever = open_retriever(settings, ensure_index(settings, show_progress=True))
-    results = evaluate_devset(retriever, load_devset(devset))
-    table = markdown_table(results)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "devset.md").write_text(
-        f"# Retrieval on the dev set ({results['questions']} answerable questions, document-level)\n\n{table}\n"
-    )
-    (out / "devset.json").write_text(json.dumps(results, indent=2) + "\n")
+    if benchmark is not None:
+        bench = load_beir(benchmark)
+        settings = Settings(index_dir=index_dir or Path(".citerag-bench") / bench.name, corpus=[bench.corpus])
+        retriever = open_retriever(settings, ensure_index(settings, show_progress=True))
+        results = evaluate_benchmark(retriever, bench)
+        table = metrics_table(results["runs"])
+        (out / f"{bench.name}.json").write_text(json.dumps(results, indent=2) + "\n")
+        bar_chart(results["runs"], f"{bench.name} ({results['queries']} queries)", out / f"{bench.name}.png")
+    else:
+        if not devset.is_file():
+            _fail(f"{devset}: dev set not found")
+        settings = _settings(index_dir)
+        retriever = open_retriever(settings, ensure_index(settings, show_progress=True))
+        results = evaluate_devset(retriever, load_devset(devset))
+        table = markdown_table(results)
+        (out / "devset.md").write_text(
+            f"# Retrieval on the dev set ({results['questions']} answerable questions, document-level)\n\n{table}\n"
+        )
+        (out / "devset.json").write_text(json.dumps(results, indent=2) + "\n")
     typer.echo(json.dumps(results, indent=2) if json_out else table)
 
 

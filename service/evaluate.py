@@ -1,13 +1,16 @@
-"""Retrieval evaluation on the dev set (``eval/devset.jsonl``): Recall@1/5/10, MRR@10 and nDCG@10 per mode.
+"""Retrieval evaluation: the dev set (``eval/devset.jsonl``) and any BEIR-format benchmark folder.
 
-Relevance is judged per document (qrels are document-level): each mode's passage ranking is rolled up to documents
-by the best-ranked passage of each document (``one_per_doc``), the MaxP roll-up of Dai & Callan (SIGIR 2019).
-Metrics are computed by ir-measures (MacAvaney et al., ECIR 2022), backed by pytrec_eval.
+Relevance is judged per document (qrels are document-level): each run's passage ranking is rolled up to documents
+by the best-ranked passage of each document (``one_per_doc``; the MaxP roll-up of Dai & Callan, SIGIR 2019).
+Metrics are computed by ir-measures (MacAvaney et al., ECIR 2022), backed by pytrec_eval (trec_eval's definitions:
+nDCG with linear gain, as BEIR reports it).
 """
 
 from __future__ import annotations
 
+import csv
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,16 +18,38 @@ from typing import Any
 import ir_measures
 from ir_measures import Measure
 
-from index.retrieve import Retriever
-from index.types import RetrievalMode
+from index.errors import CiteragError
+from index.retrieve import Retriever, SearchResult
 
-MODES: tuple[RetrievalMode, ...] = ("bm25", "dense", "hybrid")
-MEASURES: dict[str, Measure] = {
+DEVSET_MEASURES: dict[str, Measure] = {
     "Recall@1": ir_measures.R @ 1,
     "Recall@5": ir_measures.R @ 5,
     "Recall@10": ir_measures.R @ 10,
     "MRR@10": ir_measures.RR @ 10,
     "nDCG@10": ir_measures.nDCG @ 10,
+}
+BENCHMARK_MEASURES: dict[str, Measure] = {
+    "nDCG@10": ir_measures.nDCG @ 10,
+    "Recall@10": ir_measures.R @ 10,
+    "Recall@100": ir_measures.R @ 100,
+    "MRR@10": ir_measures.RR @ 10,
+}
+DEPTH = 100  # documents retrieved per query
+
+# A run: query text -> ranked passages (one per document), given a retriever.
+RunFn = Callable[[Retriever, str], list[SearchResult]]
+
+
+def _mode(mode: str, fusion: str | None = None) -> RunFn:
+    return lambda retriever, query: retriever.search(query, k=DEPTH, mode=mode, one_per_doc=True, fusion=fusion)  # type: ignore[arg-type]
+
+
+DEVSET_RUNS: dict[str, RunFn] = {"bm25": _mode("bm25"), "dense": _mode("dense"), "hybrid": _mode("hybrid")}
+BENCHMARK_RUNS: dict[str, RunFn] = {
+    "bm25": _mode("bm25"),
+    "dense": _mode("dense"),
+    "hybrid-rrf": _mode("hybrid", "rrf"),
+    "hybrid-weighted": _mode("hybrid", "weighted"),
 }
 
 
@@ -45,25 +70,49 @@ def load_devset(path: Path) -> list[DevQuestion]:
         return [DevQuestion(**json.loads(line)) for line in handle if line.strip()]
 
 
-def qrels_of(questions: list[DevQuestion]) -> list[ir_measures.Qrel]:
-    """ir-measures qrels of the answerable questions."""
-    return [ir_measures.Qrel(q.qid, doc_id, grade) for q in questions for doc_id, grade in q.qrels.items()]
+@dataclass(frozen=True, slots=True)
+class Benchmark:
+    """A BEIR-format folder: ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/test.tsv``."""
+
+    name: str
+    corpus: Path
+    queries: dict[str, str]
+    qrels: list[ir_measures.Qrel]
 
 
-def run_of(retriever: Retriever, questions: list[DevQuestion], mode: RetrievalMode, depth: int = 100) -> list[ir_measures.ScoredDoc]:
-    """Document-level run: each document scored by its best passage (score = depth - rank + 1, so ties cannot
-    reorder documents inside pytrec_eval)."""
-    run = []
-    for q in questions:
-        for result in retriever.search(q.question, k=depth, mode=mode, one_per_doc=True):
-            run.append(ir_measures.ScoredDoc(q.qid, result.passage.doc_id, float(depth - result.rank + 1)))
-    return run
+def load_beir(folder: Path, split: str = "test") -> Benchmark:
+    """Read a BEIR folder; only queries that have qrels in ``split`` are kept.
+
+    Raises:
+        CiteragError: a required file is missing (the message names it).
+    """
+    corpus, queries_file, qrels_file = folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels" / f"{split}.tsv"
+    for required in (corpus, queries_file, qrels_file):
+        if not required.is_file():
+            raise CiteragError(f"{required}: not found; a BEIR folder holds corpus.jsonl, queries.jsonl, qrels/{split}.tsv")
+    with qrels_file.open(encoding="utf-8") as handle:
+        rows = [row for row in csv.reader(handle, delimiter="\t") if row and row[0] != "query-id"]
+    qrels = [ir_measures.Qrel(qid, doc_id, int(grade)) for qid, doc_id, grade in rows]
+    judged = {q.query_id for q in qrels}
+    with queries_file.open(encoding="utf-8") as handle:
+        queries = {str(r["_id"]): r["text"] for r in map(json.loads, handle) if str(r["_id"]) in judged}
+    return Benchmark(folder.name, corpus, queries, qrels)
 
 
-def score(qrels: list[ir_measures.Qrel], run: list[ir_measures.ScoredDoc]) -> dict[str, float]:
-    """Mean of each measure in :data:`MEASURES` over the queries that have qrels (missing runs count as 0)."""
-    aggregate = ir_measures.calc_aggregate(list(MEASURES.values()), qrels, run)
-    return {name: float(aggregate.get(measure, 0.0)) for name, measure in MEASURES.items()}
+def document_run(retriever: Retriever, queries: dict[str, str], run: RunFn) -> list[ir_measures.ScoredDoc]:
+    """A document-level run; each document is scored ``DEPTH - rank + 1`` so pytrec_eval keeps the exact order."""
+    return [
+        ir_measures.ScoredDoc(qid, result.passage.doc_id, float(DEPTH - result.rank + 1))
+        for qid, query in queries.items()
+        for result in run(retriever, query)
+    ]
+
+
+def score(qrels: list[ir_measures.Qrel], run: list[ir_measures.ScoredDoc], measures: dict[str, Measure] | None = None) -> dict[str, float]:
+    """Mean of each measure over the queries that have qrels (a query with no retrieved document scores 0)."""
+    measures = measures or DEVSET_MEASURES
+    aggregate = ir_measures.calc_aggregate(list(measures.values()), qrels, run)
+    return {name: float(aggregate.get(measure, 0.0)) for name, measure in measures.items()}
 
 
 def evaluate_devset(retriever: Retriever, questions: list[DevQuestion]) -> dict[str, Any]:
@@ -73,11 +122,12 @@ def evaluate_devset(retriever: Retriever, questions: list[DevQuestion]) -> dict[
         ``{"modes": {mode: {metric: value}}, "by_kind": {mode: {kind: recall@5}}, "questions": n_answerable}``.
     """
     answerable = [q for q in questions if q.qrels]
-    qrels = qrels_of(answerable)
+    qrels = [ir_measures.Qrel(q.qid, doc_id, grade) for q in answerable for doc_id, grade in q.qrels.items()]
+    queries = {q.qid: q.question for q in answerable}
     kinds = sorted({q.kind for q in answerable})
     out: dict[str, Any] = {"modes": {}, "by_kind": {}, "questions": len(answerable)}
-    for mode in MODES:
-        run = run_of(retriever, answerable, mode)
+    for mode, run_fn in DEVSET_RUNS.items():
+        run = document_run(retriever, queries, run_fn)
         out["modes"][mode] = score(qrels, run)
         out["by_kind"][mode] = {}
         for kind in kinds:
@@ -88,14 +138,51 @@ def evaluate_devset(retriever: Retriever, questions: list[DevQuestion]) -> dict[
     return out
 
 
-def markdown_table(results: dict[str, Any]) -> str:
-    """The results as two Markdown tables (metrics by mode; Recall@5 by question kind)."""
-    names = list(MEASURES)
-    lines = ["| mode | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
-    for mode, values in results["modes"].items():
-        lines.append(f"| {mode} | " + " | ".join(f"{values[n]:.3f}" for n in names) + " |")
-    kinds = list(next(iter(results["by_kind"].values())))
-    lines += ["", "Recall@5 by question kind:", "", "| mode | " + " | ".join(kinds) + " |", "|---|" + "---:|" * len(kinds)]
-    for mode, values in results["by_kind"].items():
-        lines.append(f"| {mode} | " + " | ".join(f"{values[k]:.3f}" for k in kinds) + " |")
+def evaluate_benchmark(retriever: Retriever, benchmark: Benchmark, runs: dict[str, RunFn] | None = None) -> dict[str, Any]:
+    """Metrics of each run on a BEIR benchmark: ``{"runs": {name: {metric: value}}, "queries": n}``."""
+    runs = runs or BENCHMARK_RUNS
+    results = {
+        name: score(benchmark.qrels, document_run(retriever, benchmark.queries, run_fn), BENCHMARK_MEASURES)
+        for name, run_fn in runs.items()
+    }
+    return {"runs": results, "queries": len(benchmark.queries)}
+
+
+def metrics_table(rows: dict[str, dict[str, float]], first: str = "run") -> str:
+    """A Markdown table: one row per key of ``rows``, one column per metric, 3 decimals."""
+    names = list(next(iter(rows.values())))
+    lines = [f"| {first} | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+    lines += [f"| {key} | " + " | ".join(f"{values[n]:.3f}" for n in names) + " |" for key, values in rows.items()]
     return "\n".join(lines)
+
+
+def markdown_table(results: dict[str, Any]) -> str:
+    """Dev-set results as two Markdown tables (metrics by mode; Recall@5 by question kind)."""
+    return (
+        metrics_table(results["modes"], "mode")
+        + "\n\nRecall@5 by question kind:\n\n"
+        + metrics_table(results["by_kind"], "mode")
+    )
+
+
+def bar_chart(rows: dict[str, dict[str, float]], title: str, path: Path) -> None:
+    """Grouped bar chart (PNG) of every metric for every run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(next(iter(rows.values())))
+    fig, ax = plt.subplots(figsize=(2 + 1.6 * len(names), 4.5))
+    width = 0.8 / len(rows)
+    for i, (run, values) in enumerate(rows.items()):
+        xs = [j + i * width for j in range(len(names))]
+        bars = ax.bar(xs, [values[n] for n in names], width, label=run)
+        ax.bar_label(bars, fmt="%.3f", fontsize=7, rotation=90, padding=2)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))], names)
+    ax.set_ylim(0, 1.1)
+    ax.set_title(title)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from index.filters import compile_filters
 from index.retrieve import SearchResult
 from index.types import Document
 from service.answer import Answer
@@ -21,6 +22,18 @@ def _not_blank(value: str) -> str:
     return value.strip()
 
 
+def _valid_filters(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    if value:
+        compile_filters(value)  # raises ValueError naming the bad operator
+    return value or None
+
+
+FILTERS_DESCRIPTION = (
+    'Metadata conditions applied inside retrieval, e.g. {"venue": "icml", "year": {"gte": 2018}}; '
+    "operators eq, ne, gt, gte, lt, lte, in, nin."
+)
+
+
 class SearchRequest(BaseModel):
     """``POST /search`` body."""
 
@@ -30,8 +43,10 @@ class SearchRequest(BaseModel):
     k: int = Field(10, ge=1, le=100, description="Number of passages to return.")
     mode: Literal["hybrid", "bm25", "dense"] = Field("hybrid", description="Retriever to use.")
     one_per_doc: bool = Field(False, description="Keep only the best passage of each document.")
+    filters: dict[str, Any] | None = Field(None, description=FILTERS_DESCRIPTION)
 
     _check_query = field_validator("query")(_not_blank)
+    _check_filters = field_validator("filters")(_valid_filters)
 
 
 class AskRequest(BaseModel):
@@ -41,8 +56,11 @@ class AskRequest(BaseModel):
 
     question: str = Field(..., min_length=1, max_length=MAX_QUERY_CHARS, description="Natural-language question.")
     k: int = Field(5, ge=1, le=20, description="Number of passages given to the model.")
+    filters: dict[str, Any] | None = Field(None, description=FILTERS_DESCRIPTION)
+    stream: bool = Field(False, description="Send server-sent events: passages, tokens, then the checked answer.")
 
     _check_question = field_validator("question")(_not_blank)
+    _check_filters = field_validator("filters")(_valid_filters)
 
 
 class PassageOut(BaseModel):

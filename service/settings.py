@@ -47,6 +47,7 @@ class Settings(BaseSettings):
     n_ctx: int = Field(4096, ge=512, description="Model context window (tokens).")
     max_answer_tokens: int = Field(256, ge=16, le=2048, description="Generation limit (tokens).")
     threads: int = Field(0, ge=0, description="CPU threads for generation; 0 = all cores.")
+    max_queue: int = Field(8, ge=1, description="Questions admitted at once; more get 503 + Retry-After.")
     min_dense_score: float = Field(
         0.18, description="Abstain when the best passage's cosine similarity to the question is below this."
     )

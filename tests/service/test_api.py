@@ -140,3 +140,52 @@ def test_health_answers_while_an_ask_is_generating(api_client) -> None:
         assert not done.is_set()
     finally:
         worker.join()
+
+
+def _events(response) -> list[tuple[str, dict]]:
+    import json
+
+    events = []
+    for block in response.text.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines())
+        events.append((lines["event"], json.loads(lines["data"])))
+    return events
+
+
+class TestStreaming:
+    def test_passages_then_tokens_then_the_checked_answer(self, api_client) -> None:
+        question = "How many parameters does the largest metagenomic foundation model have?"
+        response = api_client.post("/ask", json={"question": question, "stream": True})
+        assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+        events = _events(response)
+        kinds = [kind for kind, _ in events]
+        assert kinds[0] == "passages" and kinds[-1] == "answer" and set(kinds[1:-1]) == {"token"}
+        streamed = "".join(data["text"] for kind, data in events if kind == "token")
+        final = events[-1][1]
+        assert "28 billion" in streamed and "28 billion" in final["answer"]
+        assert [c["doc_id"] for c in final["citations"]] == [EDEN]
+        assert [p["chunk_id"] for p in events[0][1]["passages"]] == [p["chunk_id"] for p in final["passages"]]
+
+    def test_accept_header_selects_streaming(self, api_client) -> None:
+        response = api_client.post(
+            "/ask", json={"question": "Who won the 2018 FIFA World Cup?"}, headers={"accept": "text/event-stream"}
+        )
+        events = _events(response)
+        assert [kind for kind, _ in events] == ["passages", "answer"]  # abstained before the model was called
+        assert events[-1][1]["abstained"] is True
+
+
+def test_overload_returns_503_with_retry_after(api_client) -> None:
+    from service.api import AdmissionGate
+
+    service = api_client.app.state.service
+    saved, service.gate = service.gate, AdmissionGate(1)
+    service.gate.enter()  # the one slot is taken
+    try:
+        response = api_client.post("/ask", json={"question": "What is EDEN?"})
+        assert response.status_code == 503
+        assert response.headers["retry-after"] == "15"
+        assert response.json()["detail"] == "1 questions are already queued for the model; retry shortly"
+    finally:
+        service.gate.leave()
+        service.gate = saved

@@ -1,0 +1,88 @@
+"""Metadata filters on documents, compiled to a boolean row mask that retrieval applies *before* top-k.
+
+Grammar (a JSON object; all conditions must hold)::
+
+    {"venue": "icml"}                          equality (strings compare case-insensitively)
+    {"year": {"gte": 2018, "lt": 2020}}        gt, gte, lt, lte, eq, ne
+    {"venue": {"in": ["icml", "neurips"]}}     membership (also "nin")
+
+Fields are the document's metadata (``venue``, ``year``, ``url``, ``authors``, ``source``) plus ``doc_id``. A
+document lacking the field fails every condition on it.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from index.types import Document, Passage
+
+Filters = Mapping[str, Any]
+_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
+    "eq": operator.eq,
+    "ne": operator.ne,
+    "gt": operator.gt,
+    "gte": operator.ge,
+    "lt": operator.lt,
+    "lte": operator.le,
+    "in": lambda value, options: value in options,
+    "nin": lambda value, options: value not in options,
+}
+OPERATORS = tuple(_COMPARE)
+
+
+def _norm(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.casefold()
+    if isinstance(value, list | tuple):
+        return [_norm(v) for v in value]
+    return value
+
+
+def compile_filters(filters: Filters) -> Callable[[Document], bool]:
+    """A predicate for ``filters``.
+
+    Raises:
+        ValueError: ``filters`` is not an object, an operator is unknown, or ``in``/``nin`` is not given a list.
+    """
+    if not isinstance(filters, Mapping):
+        raise ValueError(f"filters must be a JSON object, got {type(filters).__name__}")
+    checks: list[tuple[str, str, Any]] = []
+    for field, condition in filters.items():
+        ops = condition if isinstance(condition, Mapping) else {"eq": condition}
+        for op, target in ops.items():
+            if op not in _COMPARE:
+                raise ValueError(f"filters.{field}: unknown operator {op!r}; use one of {', '.join(OPERATORS)}")
+            if op in ("in", "nin") and not isinstance(target, list | tuple):
+                raise ValueError(f"filters.{field}.{op}: expected a list")
+            checks.append((field, op, _norm(target)))
+
+    def matches(doc: Document) -> bool:
+        for field, op, target in checks:
+            value = doc.doc_id if field == "doc_id" else doc.meta.get(field)
+            if value is None:
+                return False
+            try:
+                if not _COMPARE[op](_norm(value), target):
+                    return False
+            except TypeError:  # e.g. comparing a string year with a number
+                return False
+        return True
+
+    return matches
+
+
+def filter_key(filters: Filters | None) -> str:
+    """A canonical string for caching masks (``""`` for no filter)."""
+    return json.dumps(filters, sort_keys=True, default=str) if filters else ""
+
+
+def passage_mask(filters: Filters, documents: Mapping[str, Document], passages: list[Passage]) -> np.ndarray:
+    """Boolean array of shape ``(len(passages),)``: True where the passage's document matches ``filters``."""
+    matches = compile_filters(filters)
+    allowed_docs = {doc_id for doc_id, doc in documents.items() if matches(doc)}
+    return np.fromiter((p.doc_id in allowed_docs for p in passages), dtype=bool, count=len(passages))
