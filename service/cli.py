@@ -141,17 +141,26 @@ def search(
 def ask(
     question: str,
     k: Annotated[int, typer.Option(help="Passages given to the model (1-20).")] = 5,
+    stream: Annotated[bool, typer.Option(help="Print the model's text as it is generated.")] = True,
     json_out: JsonOption = False,
     index_dir: IndexDirOption = None,
 ) -> None:
-    """Answer a question with numbered citations, or abstain."""
+    """Answer a question with numbered citations, or abstain. The raw text streams first; the checked answer
+    (citations verified) and its sources follow."""
     from service.pipeline import open_answerer, open_retriever
     from service.schemas import AskRequest, AskResponse
 
     request = AskRequest(question=question, k=k)
     settings = _settings(index_dir)
     answerer = open_answerer(settings, open_retriever(settings, _open_index(settings)))
-    response = AskResponse.of(answerer.ask(request.question, k=request.k))
+    streaming = stream and not json_out
+
+    def on_delta(text: str) -> None:
+        console.print(text, end="", style="dim", markup=False, highlight=False)
+
+    response = AskResponse.of(answerer.ask(request.question, k=request.k, on_delta=on_delta if streaming else None))
+    if streaming:
+        console.print()
     if json_out:
         typer.echo(response.model_dump_json(indent=2))
         return
@@ -209,6 +218,8 @@ def eval_command(
     benchmark: Annotated[
         Path | None, typer.Option(help="A BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) instead of the dev set.")
     ] = None,
+    answers: Annotated[bool, typer.Option("--answers", help="Evaluate answers (accuracy, citations, abstention).")] = False,
+    k: Annotated[int, typer.Option(help="Passages per question for --answers.")] = 5,
     devset: Annotated[Path, typer.Option(help="Dev set JSONL.")] = PROJECT_ROOT / "eval" / "devset.jsonl",
     out: Annotated[Path, typer.Option(help="Directory for the results (Markdown, JSON, PNG).")] = PROJECT_ROOT / "eval" / "results",
     json_out: JsonOption = False,
@@ -228,6 +239,9 @@ def eval_command(
     from service.pipeline import ensure_index, open_retriever
 
     out.mkdir(parents=True, exist_ok=True)
+    if answers:
+        _eval_answers(devset, out, k, json_out, index_dir)
+        return
     if benchmark is not None:
         bench = load_beir(benchmark)
         settings = Settings(index_dir=index_dir or Path(".citerag-bench") / bench.name, corpus=[bench.corpus])
@@ -248,6 +262,27 @@ def eval_command(
         )
         (out / "devset.json").write_text(json.dumps(results, indent=2) + "\n")
     typer.echo(json.dumps(results, indent=2) if json_out else table)
+
+
+def _eval_answers(devset: Path, out: Path, k: int, json_out: bool, index_dir: Path | None) -> None:
+    from service.answer_eval import evaluate_answers
+    from service.evaluate import load_devset, metrics_table
+    from service.pipeline import ensure_index, open_answerer, open_retriever
+
+    settings = _settings(index_dir)
+    answerer = open_answerer(settings, open_retriever(settings, ensure_index(settings, show_progress=True)))
+    results = evaluate_answers(answerer, load_devset(devset), k=k)
+    summary = {key: round(value, 3) for key, value in results["summary"].items()}
+    model = settings.generator_path.name if settings.generator_path else settings.generator
+    lines = [f"# Answers on the dev set ({model}, k = {k})", "", metrics_table({"default": summary}, "setting"), "",
+             "| qid | kind | correct | abstained | relevant/citations | answer |", "|---|---|---|---|---|---|"]
+    for q in results["questions"]:
+        answer = q["answer"].replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| {q['qid']} | {q['kind']} | {q['correct']} | {q['abstained']} | "
+                     f"{q['relevant_citations']}/{q['citations']} | {answer} |")
+    (out / "answers.md").write_text("\n".join(lines) + "\n")
+    (out / "answers.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    typer.echo(json.dumps(results["summary"], indent=2) if json_out else metrics_table({"default": summary}, "setting"))
 
 
 def run() -> None:  # pragma: no cover - console entry point alias

@@ -45,3 +45,17 @@ class TestCheckCitations:
 )
 def test_refusal_detection(text: str, refusal: bool) -> None:
     assert is_refusal(text) is refusal
+
+
+class TestNumberCheck:
+    def test_a_number_absent_from_the_cited_passages_unsupports_the_sentence(self) -> None:
+        assert check_citations("EDEN has 30 billion parameters [1].", PASSAGES) == ("EDEN has 30 billion parameters.", [])
+
+    def test_numbers_may_come_from_any_cited_passage(self) -> None:
+        text = "XR-1 used 12000 rollouts and LU-KV cut the KV cache by 80% [5][2]."
+        assert check_citations(text, PASSAGES) == (text, [5, 2])
+
+    def test_numbers_are_read_after_folding(self) -> None:
+        from service.answer import numbers_in
+
+        assert numbers_in("12,000 rollouts, 80\\% and 1.19$\\times$, V₁") == ["12000", "80", "1.19", "1"]

@@ -1,0 +1,93 @@
+"""Answer-quality evaluation on the dev set: accuracy, citation precision/recall, abstention, latency.
+
+Definitions (per run over the dev set):
+
+* answer accuracy: share of questions with expected strings whose answer contains one of them, after NFKC and
+  case folding (an abstention counts as wrong);
+* citation precision: share of all citations (answerable questions) whose passage comes from a relevant document;
+* citation recall: share of answerable questions with at least one relevant citation;
+* out-of-range citations: ``[n]`` markers left in answers with ``n`` outside ``1..len(passages)`` (must be 0);
+* abstention accuracy: share of no-answer questions on which the service abstained;
+* median retrieve / prompt / generate / total time in ms.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import unicodedata
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from service.answer import Answer, Answerer
+from service.evaluate import DevQuestion
+
+_MARKER = re.compile(r"\[(\d+)\]")
+
+
+def normalise(text: str) -> str:
+    """NFKC, case-folded, whitespace-collapsed (for matching expected answer strings)."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerRecord:
+    """One question's outcome, kept for the per-question listing."""
+
+    qid: str
+    kind: str
+    correct: bool | None  # None: no expected strings
+    abstained: bool
+    relevant_citations: int
+    citations: int
+    out_of_range: int
+    answer: str
+    timings_ms: dict[str, float]
+
+
+def judge(question: DevQuestion, answer: Answer) -> AnswerRecord:
+    """Score one answer against its dev-set question."""
+    relevant = sum(c.result.passage.doc_id in question.qrels for c in answer.citations)
+    out_of_range = sum(not 1 <= int(n) <= len(answer.passages) for n in _MARKER.findall(answer.answer))
+    correct = None
+    if question.answer:
+        text = normalise(answer.answer)
+        correct = not answer.abstained and any(normalise(expected) in text for expected in question.answer)
+    return AnswerRecord(
+        question.qid, question.kind, correct, answer.abstained, relevant, len(answer.citations), out_of_range,
+        answer.answer, answer.timings_ms,
+    )
+
+
+def summarise(records: list[AnswerRecord], questions: list[DevQuestion]) -> dict[str, float]:
+    """Aggregate metrics (module docstring) over ``records`` (one per question, same order)."""
+    answerable = [r for r, q in zip(records, questions, strict=True) if q.qrels]
+    unanswerable = [r for r, q in zip(records, questions, strict=True) if not q.qrels]
+    graded = [r for r in records if r.correct is not None]
+    citations = sum(r.citations for r in answerable)
+
+    def median(key: str) -> float:
+        values = [r.timings_ms.get(key, 0.0) for r in records if not r.abstained or key == "retrieve"]
+        return statistics.median(values) if values else 0.0
+
+    return {
+        "answer_accuracy": sum(bool(r.correct) for r in graded) / max(1, len(graded)),
+        "citation_precision": sum(r.relevant_citations for r in answerable) / max(1, citations),
+        "citation_recall": sum(r.relevant_citations > 0 for r in answerable) / max(1, len(answerable)),
+        "out_of_range_citations": float(sum(r.out_of_range for r in records)),
+        "abstention_accuracy": sum(r.abstained for r in unanswerable) / max(1, len(unanswerable)),
+        "false_abstentions": sum(r.abstained for r in answerable) / max(1, len(answerable)),
+        "median_retrieve_ms": median("retrieve"),
+        "median_prompt_ms": median("prompt"),
+        "median_generate_ms": median("generate"),
+        "median_total_ms": median("total"),
+    }
+
+
+def evaluate_answers(answerer: Answerer, questions: list[DevQuestion], k: int = 5) -> dict[str, Any]:
+    """Ask every dev-set question; return ``{"summary": {...}, "questions": [AnswerRecord as dict, ...]}``."""
+    records = [judge(q, answerer.ask(q.question, k=k)) for q in questions]
+    return {
+        "summary": summarise(records, questions),
+        "questions": [asdict(record) for record in records],
+    }

@@ -1,0 +1,47 @@
+"""Answer metrics on fixed answers (no model)."""
+
+from __future__ import annotations
+
+import pytest
+
+from index.retrieve import SearchResult
+from index.types import Document, Passage
+from service.answer import Answer, Citation
+from service.answer_eval import judge, summarise
+from service.evaluate import DevQuestion
+
+
+def _result(doc_id: str, rank: int = 1) -> SearchResult:
+    doc = Document(doc_id, "", "text", "label")
+    return SearchResult(rank, Passage(f"{doc_id}#0", doc_id, 0, 0, 4, "text", 3), doc, 1.0, 1, 1)
+
+
+def _answer(text: str, cited: list[str], abstained: bool = False, passages: int = 5) -> Answer:
+    results = [_result(f"d{i}", i) for i in range(1, passages + 1)]
+    by_id = {r.passage.doc_id: (n, r) for n, r in enumerate(results, start=1)}
+    citations = [Citation(by_id[d][0], by_id[d][1], 0, 4) for d in cited]
+    return Answer("q", text, abstained, "", citations, results, text, {"retrieve": 10.0, "generate": 100.0})
+
+
+QUESTIONS = [
+    DevQuestion("q1", "How many?", "number", {"d1": 2}, ["28 billion"]),
+    DevQuestion("q2", "What?", "lexical", {"d2": 2}, ["Gaussian process"]),
+    DevQuestion("q3", "Football?", "no_answer", {}, []),
+]
+
+
+def test_metrics_on_fixed_answers() -> None:
+    records = [
+        judge(QUESTIONS[0], _answer("EDEN has ２８ Billion parameters [1].", ["d1"])),  # NFKC: ２８ -> 28
+        judge(QUESTIONS[1], _answer("It uses splines [3] and [9].", ["d3"])),  # wrong, irrelevant, out of range
+        judge(QUESTIONS[2], _answer("Not found in the indexed abstracts.", [], abstained=True)),
+    ]
+    assert [r.correct for r in records] == [True, False, None]
+    summary = summarise(records, QUESTIONS)
+    assert summary["answer_accuracy"] == pytest.approx(0.5)
+    assert summary["citation_precision"] == pytest.approx(0.5)  # d1 relevant, d3 not
+    assert summary["citation_recall"] == pytest.approx(0.5)
+    assert summary["out_of_range_citations"] == 1.0  # the [9]
+    assert summary["abstention_accuracy"] == 1.0
+    assert summary["false_abstentions"] == 0.0
+    assert summary["median_generate_ms"] == 100.0
