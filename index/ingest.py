@@ -120,6 +120,8 @@ def _abstract_list_documents(path: Path, text: str) -> Iterator[Document]:
     has_header = (
         first + 1 < len(lines) and not lines[first + 1].strip() and len(lines[first].strip()) <= _HEADER_MAX_CHARS
     )
+    if has_header and not any(line.strip() for line in lines[first + 1 :]):
+        raise IngestError(str(path), "only a header line; expected abstracts after it, one per paragraph", first + 1)
     paragraph: list[str] = []
     start_line = 0
     for lineno, line in enumerate(lines[first + 1 if has_header else first :] + [""], start=first + 2 if has_header else first + 1):
@@ -155,6 +157,10 @@ def _jsonl_documents(path: Path, text: str) -> Iterator[Document]:
         title = record.get("title") or ""
         if not isinstance(title, str):
             raise IngestError(str(path), "'title' must be a string", lineno)
+        try:
+            (body + title).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise IngestError(str(path), f"text holds a character that is not valid Unicode ({exc.reason})", lineno) from exc
         given_id = record.get("id", record.get("_id"))
         doc_id = str(given_id) if given_id not in (None, "") else text_doc_id(body)
         meta = {key: record[key] for key in META_FIELDS if record.get(key) not in (None, "")}

@@ -108,12 +108,22 @@ class IndexStore:
         self.versions = self.root / "versions"
 
     def current(self) -> Path | None:
-        """The live version directory, or ``None`` when nothing was ever committed."""
+        """The live version directory, or ``None`` when nothing was ever committed.
+
+        Raises:
+            IndexMismatch: ``CURRENT`` names a version that is not there.
+        """
         pointer = self.root / "CURRENT"
         if not pointer.is_file():
             return None
         path = self.versions / pointer.read_text().strip()
-        return path if path.is_dir() else None
+        if not path.is_dir():
+            raise IndexMismatch(f"{pointer} names {path.name}, which is missing; rebuild with `citerag index`")
+        return path
+
+    def ensure_writable(self) -> None:
+        """Create the directory now, so an unusable path fails before a long build (raises ``OSError``)."""
+        self.versions.mkdir(parents=True, exist_ok=True)
 
     def write(
         self,

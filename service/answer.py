@@ -217,7 +217,7 @@ class Answerer:
         if best_dense is None or best_dense < self.min_dense_score:
             return self._abstain(
                 question, passages, f"no passage is close enough to the question (best similarity "
-                f"{best_dense if best_dense is not None else 0:.2f} < {self.min_dense_score:.2f})", timings, started,
+                f"{best_dense if best_dense is not None else 0:.3f} < {self.min_dense_score:.3f})", timings, started,
             )
         completion = self.generator.chat(build_messages(question, passages), self.max_tokens, on_delta)
         timings.update(prompt=completion.prompt_ms, generate=completion.generate_ms)

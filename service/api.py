@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from index.errors import (
     CiteragError,
@@ -125,6 +127,15 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
         lifespan=lifespan,
     )
 
+    app.add_middleware(BodySizeLimit, max_bytes=(settings or get_settings()).max_body_bytes)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        """422 naming each bad field. The offending input is not echoed back: it may be huge, or hold lone
+        surrogates or NaN that cannot be encoded as JSON."""
+        detail = [{"loc": list(err["loc"]), "msg": err["msg"], "type": err["type"]} for err in exc.errors()]
+        return JSONResponse({"detail": detail}, status_code=422)
+
     @app.exception_handler(CiteragError)
     async def citerag_error(_: Request, exc: CiteragError) -> JSONResponse:
         status = next((code for kind, code in _STATUS.items() if isinstance(exc, kind)), 400)
@@ -181,7 +192,7 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
         page = [DocumentSummary.of(d) for d in docs[offset : offset + limit]]
         return DocumentsPage(total=len(docs), offset=offset, limit=limit, documents=page)
 
-    @app.get("/documents/{doc_id}")
+    @app.get("/documents/{doc_id:path}")
     async def get_document(doc_id: str, service: ServiceDep) -> DocumentOut:
         """One document: full text, metadata and its passages' spans."""
         doc = service.index.documents.get(doc_id)
@@ -194,6 +205,53 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
         return DocumentOut(**DocumentSummary.of(doc).model_dump(), text=doc.text, passages=spans)
 
     return app
+
+
+class BodySizeLimit:
+    """ASGI middleware: a request body over ``max_bytes`` gets 413 with a JSON error, whether or not it declares
+    its Content-Length; nothing past the limit is read into memory."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers", [])).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._reject(send)
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise _BodyTooLarge
+            return message
+
+        try:
+            await self.app(scope, counted, send)
+        except _BodyTooLarge:
+            await self._reject(send)
+
+    async def _reject(self, send: Send) -> None:
+        response = JSONResponse(
+            {"detail": f"request body larger than {self.max_bytes} bytes", "error": "BodyTooLarge"}, status_code=413
+        )
+        await response({"type": "http"}, _no_receive, send)
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+async def _no_receive() -> Message:
+    return {"type": "http.disconnect"}
 
 
 def _released(events: Generator[str, None, None], gate: AdmissionGate) -> Iterator[str]:

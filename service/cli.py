@@ -54,6 +54,8 @@ def one_line_errors(command: F) -> F:
             _fail(f"{field}: {first['msg']}")
         except (CiteragError, ValueError) as exc:
             _fail(str(exc).splitlines()[0])
+        except OSError as exc:
+            _fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
 
     return wrapper  # type: ignore[return-value]
 
@@ -73,15 +75,10 @@ def _settings(index_dir: Path | None) -> Settings:
 
 
 def _open_index(settings: Settings):  # noqa: ANN202 - returns LoadedIndex; imported lazily to keep --help fast
-    from index.errors import IndexNotFound
+    """The live index (never built implicitly: a mistyped --index-dir must not start a build)."""
     from index.store import IndexStore
-    from service.pipeline import build
 
-    try:
-        return IndexStore(settings.index_dir).load()
-    except IndexNotFound:
-        console.print(f"[dim]no index in {settings.index_dir}: building it from {', '.join(map(str, settings.corpus))}[/]")
-        return build(settings, settings.corpus)
+    return IndexStore(settings.index_dir).load()
 
 
 @app.callback()
@@ -285,5 +282,19 @@ def _eval_answers(devset: Path, out: Path, k: int, json_out: bool, index_dir: Pa
     typer.echo(json.dumps(results["summary"], indent=2) if json_out else metrics_table({"default": summary}, "setting"))
 
 
-def run() -> None:  # pragma: no cover - console entry point alias
-    sys.exit(app())
+def run() -> None:
+    """Console entry point: like ``app()``, but a usage error (unknown option, bad type) is one line, exit 2."""
+    from typer.exceptions import TyperException
+
+    try:
+        code = app(standalone_mode=False)  # returns the exit code of typer.Exit in this mode
+    except typer.Abort:
+        typer.echo("aborted", err=True)
+        sys.exit(1)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except TyperException as exc:  # click's usage errors, as vendored by typer
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        typer.echo(f"error: {message} (see `citerag --help`)", err=True)
+        sys.exit(getattr(exc, "exit_code", 2))
+    sys.exit(code if isinstance(code, int) else 0)

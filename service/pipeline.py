@@ -51,10 +51,11 @@ def build(settings: Settings, paths: list[Path], show_progress: bool = True) -> 
     Raises:
         IngestError: a source file is bad (nothing is written; the previous index stays live).
     """
+    store = IndexStore(settings.index_dir)
+    store.ensure_writable()
     documents = load_documents(paths)
     embedder = load_embedder()
     chunker = Chunker(embedder.tokenizer, embedder.max_seq_length, settings.chunk_tokens, settings.chunk_overlap)
-    store = IndexStore(settings.index_dir)
     build_index(
         documents,
         store,

@@ -40,9 +40,9 @@ class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(..., min_length=1, max_length=MAX_QUERY_CHARS, description="Free-text query.")
-    k: int = Field(10, ge=1, le=100, description="Number of passages to return.")
+    k: int = Field(10, ge=1, le=100, strict=True, description="Number of passages to return.")
     mode: Literal["hybrid", "bm25", "dense"] = Field("hybrid", description="Retriever to use.")
-    one_per_doc: bool = Field(False, description="Keep only the best passage of each document.")
+    one_per_doc: bool = Field(False, strict=True, description="Keep only the best passage of each document.")
     filters: dict[str, Any] | None = Field(None, description=FILTERS_DESCRIPTION)
 
     _check_query = field_validator("query")(_not_blank)
@@ -55,9 +55,9 @@ class AskRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     question: str = Field(..., min_length=1, max_length=MAX_QUERY_CHARS, description="Natural-language question.")
-    k: int = Field(5, ge=1, le=20, description="Number of passages given to the model.")
+    k: int = Field(5, ge=1, le=20, strict=True, description="Number of passages given to the model.")
     filters: dict[str, Any] | None = Field(None, description=FILTERS_DESCRIPTION)
-    stream: bool = Field(False, description="Send server-sent events: passages, tokens, then the checked answer.")
+    stream: bool = Field(False, strict=True, description="Send server-sent events: passages, tokens, then the checked answer.")
 
     _check_question = field_validator("question")(_not_blank)
     _check_filters = field_validator("filters")(_valid_filters)
@@ -69,7 +69,7 @@ class PassageOut(BaseModel):
     rank: int
     doc_id: str
     chunk_id: str
-    title: str = Field(description="The document's title, or its display label when it has none.")
+    title: str = Field(description="Display label: the document's title, or its opening words when it has none.")
     text: str
     score: float
     bm25_rank: int | None

@@ -53,6 +53,7 @@ class Settings(BaseSettings):
     )
 
     # HTTP.
+    max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest accepted request body (bytes); more is 413.")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
 

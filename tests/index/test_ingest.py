@@ -86,6 +86,8 @@ class TestBadInput:
             ("bad.jsonl", b'{"text": "ok"}\n{"title": "no text"}\n', r"bad\.jsonl:2: missing or empty 'text'"),
             ("bad.jsonl", b'{"text": "ok"}\n{not json\n', r"bad\.jsonl:2: not valid JSON"),
             ("empty.txt", b"  \n\n", r"empty\.txt: file is empty"),
+            ("header.txt", b"ICML 2026\n\n  \n", r"header\.txt:1: only a header line"),
+            ("lone.jsonl", b'{"text": "ok"}\n{"text": "\\ud800 lone"}\n', r"lone\.jsonl:2: text holds a character that is not valid"),
             ("dup.jsonl", b'{"id": "x", "text": "one"}\n{"id": "x", "text": "two"}\n', r"dup\.jsonl:2: document id 'x'"),
         ],
     )

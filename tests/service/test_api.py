@@ -113,6 +113,25 @@ class TestBadInput:
         assert response.status_code == 422
         assert response.json()["detail"][0]["type"] == "json_invalid"
 
+    @pytest.mark.parametrize(
+        ("raw", "field"),
+        [(b'{"query": "\\ud800 KV"}', "query"), (b'{"query": "LU-KV", "k": NaN}', "k"),
+         (b'{"query": "LU-KV", "k": 1e400}', "k"), (b'{"query": "LU-KV", "k": true}', "k"),
+         (b'{"query": "LU-KV", "k": "3"}', "k"), (b'{"query": "x", "one_per_doc": "yes"}', "one_per_doc")],
+    )
+    def test_unencodable_or_mistyped_input_is_a_json_422(self, api_client, raw: bytes, field: str) -> None:
+        response = api_client.post("/search", content=raw, headers={"content-type": "application/json"})
+        assert response.status_code == 422
+        body = response.json()
+        assert any(err["loc"][-1] == field for err in body["detail"]), body
+        assert all("input" not in err for err in body["detail"])  # nothing echoed back
+
+    def test_oversized_body_is_413(self, api_client) -> None:
+        huge = b'{"query": "' + b"a" * 2_000_000 + b'"}'
+        response = api_client.post("/search", content=huge, headers={"content-type": "application/json"})
+        assert response.status_code == 413
+        assert response.json() == {"detail": "request body larger than 1048576 bytes", "error": "BodyTooLarge"}
+
     def test_unicode_queries_work(self, api_client) -> None:
         for query in ("V₁ 🚀 verification", "ما هو", "论文 KV cache"):
             assert api_client.post("/search", json={"query": query}).status_code == 200

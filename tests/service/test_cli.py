@@ -46,3 +46,23 @@ def test_docs_lists_38(seed_settings) -> None:
     result = runner.invoke(app, ["docs", "--json", "--index-dir", str(seed_settings.index_dir)])
     assert result.exit_code == 0
     assert json.loads(result.stdout)["total"] == 38
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["search", "x", "--k", "abc"], "error: Invalid value for '--k': Input should be a valid integer"),
+        (["nonexistentcmd"], "error: No such command 'nonexistentcmd'."),
+        (["docs", "--bogus"], "error: No such option: --bogus"),
+        (["search", "x", "--index-dir", "/nonexistent/idx"], "error: no index in /nonexistent/idx: run `citerag index`"),
+    ],
+)
+def test_usage_errors_are_one_line_with_status_2(monkeypatch, capsys, argv: list[str], message: str) -> None:
+    from service.cli import run
+
+    monkeypatch.setattr("sys.argv", ["citerag", *argv])
+    with pytest.raises(SystemExit) as exit_info:
+        run()
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(message) and "\n" not in err
