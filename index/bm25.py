@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import bm25s
+import math
+
 import numpy as np
 
 from index.types import Hit
@@ -35,7 +37,13 @@ class BM25Index:
             raise ValueError(f"need k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
         self.k1, self.b, self.method = k1, b, method
         self._model: bm25s.BM25 | None = None
+        self._df: np.ndarray = np.zeros(0, dtype=np.int64)
         self.size = 0
+
+    def _attach(self, model: bm25s.BM25) -> None:
+        self._model = model
+        # bm25s keeps one CSC column per vocabulary term: its length is the term's document frequency.
+        self._df = np.diff(np.asarray(model.scores["indptr"])).astype(np.int64)
 
     def build(self, corpus_tokens: list[list[str]]) -> None:
         """Index passages given as token lists (from :func:`index.tokenize.tokenize`), row order kept."""
@@ -45,7 +53,7 @@ class BM25Index:
             return
         model = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
         model.index(corpus_tokens, show_progress=False)
-        self._model = model
+        self._attach(model)
 
     def scores(self, query_tokens: list[str]) -> np.ndarray:
         """BM25 score of every passage for the query: float32 array of shape ``(size,)``; 0 where no term matches."""
@@ -55,6 +63,24 @@ class BM25Index:
         if not known:
             return np.zeros(self.size, dtype=np.float32)
         return np.asarray(self._model.get_scores(known), dtype=np.float32)
+
+    def upper_bound(self, query_tokens: list[str]) -> float:
+        """The most a passage could score for this query: the sum of the Lucene IDFs of its distinct terms,
+        ``log(1 + (N - df + 0.5) / (df + 0.5))``, a term absent from the corpus counting with ``df = 0``.
+
+        bm25s's Lucene scores omit the ``(k1 + 1)`` factor, so a term contributes at most its IDF (tf -> infinity).
+        Dividing a score by this bound gives the share of the query a passage matches, in [0, 1); for the other
+        variants the bound is the same normaliser, not an exact maximum. Returns 1.0 for an empty query.
+        """
+        if self._model is None or not query_tokens:
+            return 1.0
+        vocab = self._model.vocab_dict
+        n = self.size
+        total = 0.0
+        for token in set(query_tokens):
+            df = int(self._df[vocab[token]]) if token in vocab else 0
+            total += math.log(1 + (n - df + 0.5) / (df + 0.5))
+        return total or 1.0
 
     def search(self, query_tokens: list[str], k: int, allowed: np.ndarray | None = None) -> list[Hit]:
         """Top-``k`` passages by BM25 score; passages matching no query term are never returned.
@@ -85,7 +111,7 @@ class BM25Index:
         index = cls(k1=k1, b=b, method=method)
         index.size = size
         if size:
-            index._model = bm25s.BM25.load(str(directory), mmap=mmap, show_progress=False, verbosity=0)
+            index._attach(bm25s.BM25.load(str(directory), mmap=mmap, show_progress=False, verbosity=0))
         return index
 
 

@@ -66,3 +66,32 @@ def weighted_score_fusion(
             fused[hit.row] += weight * float(norm)
     best = sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:top_k]
     return [Hit(row, score, "fused") for row, score in best]
+
+
+def bounded_score_fusion(
+    bm25: Sequence[Hit], dense: Sequence[Hit], bm25_bound: float, weights: Sequence[float] = (0.5, 0.5), top_k: int = 10
+) -> list[Hit]:
+    """Fuse BM25 and dense hits by a weighted sum of scores on fixed scales.
+
+    ``score = w_bm25 * bm25 / bm25_bound + w_dense * cosine``: BM25 is divided by the query's upper bound (see
+    :meth:`index.bm25.BM25Index.upper_bound`, the share of the query a passage matches), the cosine similarity is
+    used as it is. Unlike per-query min-max normalisation (which maps every run's best hit to 1, however weak), a
+    query whose words the corpus barely contains keeps a small BM25 share, so the dense side decides -- and vice
+    versa for exact identifiers. This is the convex combination of Bruch, Gai & Ingber ("An Analysis of Fusion
+    Functions for Hybrid Retrieval", ACM TOIS 2023) with a query-dependent theoretical bound for BM25. A hit missing
+    from one run gets 0 for it.
+
+    Raises:
+        ValueError: ``bm25_bound <= 0``, or not two non-negative weights.
+    """
+    if bm25_bound <= 0:
+        raise ValueError(f"bm25_bound must be > 0, got {bm25_bound}")
+    if len(weights) != 2 or any(w < 0 for w in weights):
+        raise ValueError(f"need two weights >= 0 (bm25, dense), got {list(weights)}")
+    fused: dict[int, float] = defaultdict(float)
+    for hit in bm25:
+        fused[hit.row] += weights[0] * hit.score / bm25_bound
+    for hit in dense:
+        fused[hit.row] += weights[1] * hit.score
+    best = sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:top_k]
+    return [Hit(row, score, "fused") for row, score in best]

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 RetrievalMode = Literal["hybrid", "bm25", "dense"]
-FusionMethod = Literal["rrf", "weighted"]
+FusionMethod = Literal["bounded", "rrf", "weighted"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
@@ -232,6 +233,7 @@ def eval_command(
         load_devset,
         markdown_table,
         metrics_table,
+        write_report,
     )
     from service.pipeline import ensure_index, open_retriever
 
@@ -242,9 +244,27 @@ def eval_command(
     if benchmark is not None:
         bench = load_beir(benchmark)
         settings = Settings(index_dir=index_dir or Path(".citerag-bench") / bench.name, corpus=[bench.corpus])
-        retriever = open_retriever(settings, ensure_index(settings, show_progress=True))
+        started = time.perf_counter()
+        index = ensure_index(settings, show_progress=True)
+        retriever = open_retriever(settings, index)
         results = evaluate_benchmark(retriever, bench)
+        results["settings"] = {
+            "index": index.manifest["config"],
+            "documents": len(index.documents),
+            "passages": len(index.passages),
+            "candidates": settings.candidates,
+            "rrf_k": settings.rrf_k,
+            "weights": [settings.weight_bm25, settings.weight_dense],
+            "default_fusion": settings.fusion,
+            "seconds": round(time.perf_counter() - started, 1),
+        }
         table = metrics_table(results["runs"])
+        generated = (
+            f"{table}\n\n{results['queries']} queries, {len(index.documents)} documents in {len(index.passages)} "
+            f"passages; document score = best passage (MaxP). Settings: `{json.dumps(results['settings'])}`. "
+            f"Produced by `citerag eval --benchmark {benchmark}`."
+        )
+        write_report(out / f"{bench.name}.md", generated, f"Retrieval on {bench.name}")
         (out / f"{bench.name}.json").write_text(json.dumps(results, indent=2) + "\n")
         bar_chart(results["runs"], f"{bench.name} ({results['queries']} queries)", out / f"{bench.name}.png")
     else:

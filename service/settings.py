@@ -35,10 +35,12 @@ class Settings(BaseSettings):
     bm25_b: float = Field(0.75, ge=0, le=1)
     bm25_method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = "lucene"
     candidates: int = Field(100, ge=1, le=1000, description="Top-N from each retriever before fusion.")
-    fusion: Literal["rrf", "weighted"] = "rrf"
+    fusion: Literal["bounded", "rrf", "weighted"] = Field(
+        "bounded", description="Hybrid fusion: bounded (default, see eval/results/scifact.md), rrf or weighted."
+    )
     rrf_k: int = Field(60, ge=0, description="RRF constant (Cormack et al. 2009).")
-    weight_bm25: float = Field(0.5, ge=0)
-    weight_dense: float = Field(0.5, ge=0)
+    weight_bm25: float = Field(0.5, ge=0, description="BM25 weight for bounded and weighted fusion.")
+    weight_dense: float = Field(0.5, ge=0, description="Dense weight for bounded and weighted fusion.")
 
     # Answering.
     generator: Literal["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"] = "qwen2.5-coder-1.5b"

@@ -45,3 +45,38 @@ class TestWeightedFusion:
     def test_weights_must_match_runs(self) -> None:
         with pytest.raises(ValueError, match="one weight per run"):
             weighted_score_fusion([[], []], [1.0])
+
+
+class TestBoundedFusion:
+    def test_bm25_divided_by_its_bound_plus_cosine(self) -> None:
+        from index.fusion import bounded_score_fusion
+
+        bm25 = _run([1, 2], [6.0, 3.0])
+        dense = _run([2, 3], [0.8, 0.5])
+        fused = bounded_score_fusion(bm25, dense, bm25_bound=12.0, weights=(0.5, 0.5))
+        # row 2: 0.5*3/12 + 0.5*0.8 = 0.525 ; row 3: 0.5*0.5 = 0.25 ; row 1: 0.5*6/12 = 0.25 -> tie, lower row first
+        assert [(h.row, round(h.score, 6)) for h in fused] == [(2, 0.525), (1, 0.25), (3, 0.25)]
+
+    def test_bound_must_be_positive(self) -> None:
+        from index.fusion import bounded_score_fusion
+
+        with pytest.raises(ValueError, match="bm25_bound must be > 0"):
+            bounded_score_fusion([], [], 0.0)
+
+
+def test_bm25_upper_bound_is_the_sum_of_lucene_idfs() -> None:
+    import math
+
+    from index.bm25 import BM25Index
+
+    index = BM25Index()
+    index.build([["kv", "cache"], ["kv"], ["model"], ["model", "cache"]])
+    n = 4
+
+    def idf(df: int) -> float:
+        return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+    assert index.upper_bound(["kv", "cache", "kv"]) == pytest.approx(idf(2) + idf(2))
+    assert index.upper_bound(["unseen"]) == pytest.approx(idf(0))
+    # no passage can reach the bound: scores / bound stay below 1
+    assert index.scores(["kv", "cache"]).max() < index.upper_bound(["kv", "cache"])
