@@ -51,3 +51,43 @@ def test_three_way_evaluation_on_the_devset(seed_settings) -> None:
         assert set(metrics) == {"Recall@1", "Recall@5", "Recall@10", "MRR@10", "nDCG@10"}
         assert metrics["Recall@10"] >= 0.8, mode
     assert results["by_kind"]["bm25"]["acronym"] == 1.0
+
+
+@pytest.mark.slow
+def test_eval_benchmark_command_on_a_tiny_beir_folder(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from service.cli import app
+
+    beir = tmp_path / "tiny"
+    (beir / "qrels").mkdir(parents=True)
+    docs = [
+        {"_id": "d1", "title": "KV cache eviction", "text": "LU-KV allocates head-level budgets for KV cache eviction."},
+        {"_id": "d2", "title": "Metagenomics", "text": "EDEN is a metagenomic foundation model with 28 billion parameters."},
+        {"_id": "d3", "title": "Conformal prediction", "text": "A full solution path for RKHS conformal prediction."},
+    ]
+    (beir / "corpus.jsonl").write_text("\n".join(json.dumps(d) for d in docs) + "\n")
+    queries = [{"_id": "q1", "text": "Which method evicts the KV cache per head?"},
+               {"_id": "q2", "text": "How large is the metagenomic model?"}, {"_id": "q3", "text": "unjudged"}]
+    (beir / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries) + "\n")
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
+    out = tmp_path / "results"
+    result = CliRunner().invoke(app, ["eval", "--benchmark", str(beir), "--out", str(out),
+                                      "--index-dir", str(tmp_path / "idx"), "--json"])
+    assert result.exit_code == 0, result.output
+    body = json.loads((out / "tiny.json").read_text())
+    assert body["queries"] == 2  # only judged queries
+    assert set(body["runs"]) == {"bm25", "dense", "hybrid-rrf", "hybrid-weighted", "hybrid-bounded"}
+    assert body["runs"]["hybrid-bounded"]["nDCG@10"] == pytest.approx(1.0)
+    assert (out / "tiny.png").stat().st_size > 0
+    assert "| hybrid-bounded | 1.000 |" in (out / "tiny.md").read_text()
+
+
+def test_missing_benchmark_file_is_named(tmp_path: Path) -> None:
+    from index.errors import CiteragError
+    from service.evaluate import load_beir
+
+    with pytest.raises(CiteragError, match=r"corpus\.jsonl: not found"):
+        load_beir(tmp_path)
