@@ -85,6 +85,7 @@ class Answer:
     passages: list[SearchResult]
     raw: str = ""
     timings_ms: dict[str, float] = field(default_factory=dict)
+    completion_tokens: int = 0
 
 
 def build_messages(question: str, passages: list[SearchResult]) -> list[dict[str, str]]:
@@ -223,10 +224,24 @@ class Answerer:
         timings.update(prompt=completion.prompt_ms, generate=completion.generate_ms)
         raw = completion.text.strip()
         if is_refusal(raw):
-            return self._abstain(question, passages, "the passages do not contain the answer", timings, started, raw)
-        clean, cited = check_citations(raw, [p.passage.text for p in passages])
-        if not cited:
-            return self._abstain(question, passages, "the answer cited no supporting passage", timings, started, raw)
+            answer = self._abstain(question, passages, "the passages do not contain the answer", timings, started, raw)
+        elif not (checked := check_citations(raw, [p.passage.text for p in passages]))[1]:
+            answer = self._abstain(question, passages, "the answer cited no supporting passage", timings, started, raw)
+        else:
+            answer = self._answered(question, passages, checked, raw, timings, started)
+        answer.completion_tokens = completion.completion_tokens
+        return answer
+
+    @staticmethod
+    def _answered(
+        question: str,
+        passages: list[SearchResult],
+        checked: tuple[str, list[int]],
+        raw: str,
+        timings: dict[str, float],
+        started: float,
+    ) -> Answer:
+        clean, cited = checked
         citations = [
             Citation(n=n, result=passages[n - 1], start=passages[n - 1].passage.start, end=passages[n - 1].passage.end)
             for n in cited

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -29,7 +29,7 @@ from index.errors import (
 )
 from index.retrieve import Retriever
 from index.store import LoadedIndex
-from service.answer import Answerer
+from service.answer import Answer, Answerer
 from service.pipeline import ensure_index, open_answerer, open_retriever
 from service.schemas import (
     AskRequest,
@@ -42,6 +42,7 @@ from service.schemas import (
     SearchRequest,
     SearchResponse,
 )
+from service.observability import Metrics, RequestContext
 from service.settings import Settings, get_settings
 from service.streaming import answer_events
 
@@ -117,6 +118,9 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
         app.state.service = Service(
             live, retriever, open_answerer(effective, retriever), AdmissionGate(effective.max_queue)
         )
+        metrics.documents.set(len(live.documents))
+        metrics.passages.set(len(live.passages))
+        metrics.queue_depth.set_function(lambda: app.state.service.gate.admitted)
         log.info("serving %d documents, %d passages from %s", len(live.documents), len(live.passages), live.path)
         yield
 
@@ -127,6 +131,9 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
         lifespan=lifespan,
     )
 
+    metrics = Metrics()
+    app.state.metrics = metrics
+    app.add_middleware(RequestContext, metrics=metrics)
     app.add_middleware(BodySizeLimit, max_bytes=(settings or get_settings()).max_body_bytes)
 
     @app.exception_handler(RequestValidationError)
@@ -171,15 +178,26 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
         """
         service.gate.enter()
         if body.stream or "text/event-stream" in request.headers.get("accept", ""):
+            events = answer_events(service.answerer, body.question, body.k, body.filters, on_done=_observe)
             return StreamingResponse(
-                _released(answer_events(service.answerer, body.question, body.k, body.filters), service.gate),
+                _released(events, service.gate),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
         try:
-            return AskResponse.of(service.answerer.ask(body.question, k=body.k, filters=body.filters))
+            answer = service.answerer.ask(body.question, k=body.k, filters=body.filters)
         finally:
             service.gate.leave()
+        _observe(answer)
+        return AskResponse.of(answer)
+
+    def _observe(answer: Answer) -> None:
+        metrics.observe_answer(answer.timings_ms, answer.completion_tokens)
+
+    @app.get("/metrics", include_in_schema=False)
+    async def prometheus_metrics() -> Response:
+        """Prometheus text format: requests, latency, answering stages, tokens, index size, queue depth."""
+        return metrics.render()
 
     @app.get("/documents")
     async def list_documents(

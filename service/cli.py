@@ -207,7 +207,9 @@ def serve(
     settings = _settings(index_dir)
     index = ensure_index(settings, show_progress=True)
     console.print(f"index: {len(index.documents)} documents, {len(index.passages)} passages ({index.path})")
-    uvicorn.run(create_app(settings, index), host=host, port=port, log_level="info")
+    from service.observability import json_logging
+
+    uvicorn.run(create_app(settings, index), host=host, port=port, log_config=json_logging())
 
 
 @app.command("eval")

@@ -12,11 +12,11 @@ import json
 import queue
 import threading
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 from index.filters import Filters
-from service.answer import Answerer
+from service.answer import Answer, Answerer
 from service.schemas import AskResponse, PassageOut
 
 
@@ -26,9 +26,14 @@ def sse(event: str, data: Any) -> str:
 
 
 def answer_events(
-    answerer: Answerer, question: str, k: int, filters: Filters | None = None
+    answerer: Answerer,
+    question: str,
+    k: int,
+    filters: Filters | None = None,
+    on_done: Callable[[Answer], None] | None = None,
 ) -> Generator[str, None, None]:
-    """The SSE stream of one question (see module docstring). Generation runs in a worker thread."""
+    """The SSE stream of one question (see module docstring). Generation runs in a worker thread; ``on_done``
+    receives the finished :class:`Answer` (e.g. for metrics)."""
     started = time.perf_counter()
     passages = answerer.retrieve(question, k, filters)
     retrieve_ms = (time.perf_counter() - started) * 1000
@@ -55,6 +60,8 @@ def answer_events(
             if kind == "token":
                 yield sse("token", {"text": payload})
             elif kind == "answer":
+                if on_done is not None:
+                    on_done(payload)
                 yield sse("answer", AskResponse.of(payload).model_dump())
                 return
             else:

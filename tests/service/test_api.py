@@ -210,3 +210,17 @@ def test_overload_returns_503_with_retry_after(api_client) -> None:
     finally:
         service.gate.leave()
         service.gate = saved
+
+
+def test_metrics_and_request_ids(api_client) -> None:
+    response = api_client.post("/search", json={"query": "KV cache"}, headers={"x-request-id": "trace-42"})
+    assert response.headers["x-request-id"] == "trace-42"
+    assert len(api_client.get("/health").headers["x-request-id"]) == 32  # generated when absent
+    api_client.post("/ask", json={"question": "Who won the 2018 FIFA World Cup?"})
+    text = api_client.get("/metrics").text
+    assert 'citerag_http_requests_total{method="POST",route="/search",status="200"}' in text
+    assert 'citerag_http_request_seconds_bucket{le="0.001",method="POST",route="/search"}' in text
+    assert "citerag_index_documents 38.0" in text
+    assert 'citerag_answer_stage_seconds_count{stage="retrieve"}' in text
+    for series in ("citerag_generated_tokens_total", "citerag_index_passages", "citerag_ask_queue_depth 0.0"):
+        assert series in text
