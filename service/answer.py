@@ -166,15 +166,24 @@ class Answerer:
         retriever: the hybrid retriever.
         generator: the loaded chat model.
         max_tokens: generation limit (tokens).
+        timeout_s: wall-clock limit of one generation (s); the text generated so far is then checked as usual.
         min_dense_score: retrieval-evidence abstention threshold on the best cosine similarity (calibrated on the
             dev set: see ``eval/results/``).
     """
 
-    def __init__(self, retriever: Retriever, generator: Generator, max_tokens: int = 256, min_dense_score: float = 0.18):
+    def __init__(
+        self,
+        retriever: Retriever,
+        generator: Generator,
+        max_tokens: int = 256,
+        min_dense_score: float = 0.18,
+        timeout_s: float = 120.0,
+    ):
         self.retriever = retriever
         self.generator = generator
         self.max_tokens = max_tokens
         self.min_dense_score = min_dense_score
+        self.timeout_s = timeout_s
 
     def retrieve(self, question: str, k: int, filters: Filters | None = None) -> list[SearchResult]:
         """The ``k`` passages given to the model (hybrid, best first)."""
@@ -220,7 +229,13 @@ class Answerer:
                 question, passages, f"no passage is close enough to the question (best similarity "
                 f"{best_dense if best_dense is not None else 0:.3f} < {self.min_dense_score:.3f})", timings, started,
             )
-        completion = self.generator.chat(build_messages(question, passages), self.max_tokens, on_delta)
+        deadline = time.perf_counter() + self.timeout_s
+
+        def guarded(text: str) -> bool:  # streams internally so the wall-clock limit can stop generation
+            stop = bool(on_delta(text)) if on_delta is not None else False
+            return stop or time.perf_counter() > deadline
+
+        completion = self.generator.chat(build_messages(question, passages), self.max_tokens, guarded)
         timings.update(prompt=completion.prompt_ms, generate=completion.generate_ms)
         raw = completion.text.strip()
         if is_refusal(raw):

@@ -15,6 +15,7 @@ from typing import Annotated
 
 from fastapi import Depends, FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -133,6 +134,9 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
 
     metrics = Metrics()
     app.state.metrics = metrics
+    origins = (settings or get_settings()).cors_origins
+    if origins:  # CORS is off unless origins are configured
+        app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST"], allow_headers=["*"])
     app.add_middleware(RequestContext, metrics=metrics)
     app.add_middleware(BodySizeLimit, max_bytes=(settings or get_settings()).max_body_bytes)
 

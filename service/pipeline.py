@@ -117,4 +117,6 @@ def generator_path(settings: Settings) -> Path:
 def open_answerer(settings: Settings, retriever: Retriever) -> Answerer:
     """Load the generator (once per call: the API keeps the result for the process lifetime)."""
     generator = Generator(generator_path(settings), n_ctx=settings.n_ctx, threads=settings.threads)
-    return Answerer(retriever, generator, settings.max_answer_tokens, settings.min_dense_score)
+    return Answerer(
+        retriever, generator, settings.max_answer_tokens, settings.min_dense_score, settings.generate_timeout_s
+    )

@@ -49,6 +49,7 @@ class Settings(BaseSettings):
     n_ctx: int = Field(4096, ge=512, description="Model context window (tokens).")
     max_answer_tokens: int = Field(256, ge=16, le=2048, description="Generation limit (tokens).")
     threads: int = Field(0, ge=0, description="CPU threads for generation; 0 = all cores.")
+    generate_timeout_s: float = Field(120.0, gt=0, description="Wall-clock limit of one generation (s).")
     max_queue: int = Field(8, ge=1, description="Questions admitted at once; more get 503 + Retry-After.")
     min_dense_score: float = Field(
         0.18, description="Abstain when the best passage's cosine similarity to the question is below this."
@@ -56,6 +57,7 @@ class Settings(BaseSettings):
 
     # HTTP.
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest accepted request body (bytes); more is 413.")
+    cors_origins: list[str] = Field([], description="Origins allowed by CORS; empty (default) = CORS off.")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
 

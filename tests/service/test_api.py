@@ -224,3 +224,13 @@ def test_metrics_and_request_ids(api_client) -> None:
     assert 'citerag_answer_stage_seconds_count{stage="retrieve"}' in text
     for series in ("citerag_generated_tokens_total", "citerag_index_passages", "citerag_ask_queue_depth 0.0"):
         assert series in text
+
+
+def test_generation_stops_at_the_wall_clock_limit(api_client) -> None:
+    answerer = api_client.app.state.service.answerer
+    saved, answerer.timeout_s = answerer.timeout_s, 0.0  # every token is past the deadline: stop at the first
+    try:
+        answer = answerer.ask("How many parameters does the largest metagenomic foundation model have?")
+    finally:
+        answerer.timeout_s = saved
+    assert len(answer.raw) <= 12, answer.raw  # one token (or none), not a full sentence
