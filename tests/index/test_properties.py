@@ -1,0 +1,59 @@
+"""Property-based tests (hypothesis): tokenizer, chunker and fusion hold their contracts for any Unicode input."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from index.chunking import Chunker
+from index.fusion import bounded_score_fusion, reciprocal_rank_fusion
+from index.tokenize import tokenize
+from index.types import Document, Hit
+
+TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=600)
+
+
+@given(TEXT)
+def test_tokenize_is_total_lowercase_and_stable(text: str) -> None:
+    tokens = tokenize(text)
+    assert all(t and " " not in t for t in tokens)
+    assert tokenize(text) == tokens
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(TEXT, st.sampled_from(["GP-EquiFlow", "V₁", "$\\mathcal{O}(N)$", "80\\%", "e.g.", "。"])),
+                max_size=40).map(" ".join))
+def test_chunks_cover_the_text_within_the_limit(tokenizer, text: str) -> None:
+    chunker = Chunker(tokenizer, 256, target_tokens=64, overlap_tokens=16)
+    doc = Document("d", "", text, "d")
+    passages = chunker.chunk(doc)
+    if not text.strip():
+        assert passages == []
+        return
+    assert passages[0].start == len(text) - len(text.lstrip())
+    assert passages[-1].end == len(text.rstrip())
+    for a, b in zip(passages, passages[1:]):
+        assert b.start <= a.end + 1 or not text[a.end : b.start].strip()  # no text lost between passages
+    for p in passages:
+        assert p.text == text[p.start : p.end]
+        assert p.n_tokens <= 256
+
+
+RUN = st.lists(st.integers(0, 50), unique=True, max_size=30).map(
+    lambda rows: [Hit(r, 1.0 / (i + 1), "x") for i, r in enumerate(rows)]
+)
+
+
+@given(RUN, RUN)
+def test_rrf_is_symmetric_sorted_and_deduplicated(a: list[Hit], b: list[Hit]) -> None:
+    fused = reciprocal_rank_fusion([a, b], top_k=100)
+    assert [h.row for h in fused] == [h.row for h in reciprocal_rank_fusion([b, a], top_k=100)]
+    assert len({h.row for h in fused}) == len(fused) == len({h.row for h in a} | {h.row for h in b})
+    assert all(x.score >= y.score for x, y in zip(fused, fused[1:]))
+
+
+@given(RUN, RUN, st.floats(0.1, 100))
+def test_bounded_fusion_scores_stay_in_range(a: list[Hit], b: list[Hit], bound: float) -> None:
+    bm25 = [Hit(h.row, h.score * bound, "bm25") for h in a]  # scores never exceed the bound
+    for hit in bounded_score_fusion(bm25, b, bound, top_k=100):
+        assert 0.0 <= hit.score <= 1.0 + 1e-9
