@@ -11,7 +11,8 @@ Citation rule (applied to the model's raw text, sentence by sentence):
 
 Abstention: the service answers "not found in the indexed abstracts" (``abstained: true``, no citations) when
 retrieval found nothing, when the best passage's cosine similarity to the question is below
-``min_dense_score``, when the model says the passages do not answer, or when no citation survives checking.
+``min_dense_score``, when the model says the passages do not answer, when its answer states nothing beyond a
+citation ("Passage [1]"), or when no citation survives checking.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ SYSTEM_PROMPT = (
 
 # Words that carry no claim of their own (answer particles, references to the passages), as BM25 tokens.
 _NON_CONTENT = frozenset(tokenize("yes no true false correct incorrect passage passages answer according"))
+_YES_NO = frozenset(tokenize("yes no"))
 _CITATION = re.compile(r"\[\s*(\d+(?:\s*[,;]\s*\d+)*)\s*\]")
 _NOT_FOUND_PHRASES = re.compile(
     r"\bnot found\b|\b(?:passages?|abstracts?|context) (?:do|does) not (?:contain|provide|mention|say)"
@@ -156,6 +158,13 @@ def check_citations(text: str, passage_texts: list[str]) -> tuple[str, list[int]
     return clean, cited
 
 
+def states_something(text: str) -> bool:
+    """False for an answer that is only citations and filler ("Passage [1]", "[1] and [5]"); a bare yes/no counts
+    as an answer."""
+    words = set(tokenize(_CITATION.sub(" ", text)))
+    return bool(words - _NON_CONTENT) or bool(words & _YES_NO)
+
+
 def is_refusal(text: str) -> bool:
     """True when the model says the passages do not answer the question."""
     return _NOT_FOUND_MARK in text.upper() or bool(_NOT_FOUND_PHRASES.search(text))
@@ -242,6 +251,8 @@ class Answerer:
         raw = completion.text.strip()
         if is_refusal(raw):
             answer = self._abstain(question, passages, "the passages do not contain the answer", timings, started, raw)
+        elif not states_something(raw):
+            answer = self._abstain(question, passages, "the answer states nothing beyond a citation", timings, started, raw)
         elif not (checked := check_citations(raw, [p.passage.text for p in passages]))[1]:
             answer = self._abstain(question, passages, "the answer cited no supporting passage", timings, started, raw)
         else:

@@ -59,3 +59,13 @@ class TestNumberCheck:
         from service.answer import numbers_in
 
         assert numbers_in("12,000 rollouts, 80\\% and 1.19$\\times$, V₁") == ["12000", "80", "1.19", "1"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("Passage [1]", False), ("[1] and [5]", False), ("Yes [2].", True), ("EDEN has 28 billion parameters [1].", True)],
+)
+def test_an_answer_must_state_something(text: str, expected: bool) -> None:
+    from service.answer import states_something
+
+    assert states_something(text) is expected
