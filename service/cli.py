@@ -352,7 +352,7 @@ def eval_command(
 
 def _eval_answers(devset: Path, out: Path, k: int, json_out: bool, index_dir: Path | None) -> None:
     from service.answer_eval import evaluate_answers
-    from service.evaluate import load_devset, metrics_table
+    from service.evaluate import load_devset, metrics_table, write_report
     from service.pipeline import ensure_index, open_answerer, open_retriever
 
     settings = _settings(index_dir)
@@ -360,13 +360,14 @@ def _eval_answers(devset: Path, out: Path, k: int, json_out: bool, index_dir: Pa
     results = evaluate_answers(answerer, load_devset(devset), k=k)
     summary = {key: round(value, 3) for key, value in results["summary"].items()}
     model = settings.generator_path.name if settings.generator_path else settings.generator
-    lines = [f"# Answers on the dev set ({model}, k = {k})", "", metrics_table({"default": summary}, "setting"), "",
+    lines = [f"Model {model}, k = {k}, prompt and checks as in `service/answer.py`; produced by "
+             f"`citerag eval --answers --k {k}`.", "", metrics_table({"default": summary}, "setting"), "",
              "| qid | kind | correct | abstained | relevant/citations | answer |", "|---|---|---|---|---|---|"]
     for q in results["questions"]:
         answer = q["answer"].replace("|", "\\|").replace("\n", " ")
         lines.append(f"| {q['qid']} | {q['kind']} | {q['correct']} | {q['abstained']} | "
                      f"{q['relevant_citations']}/{q['citations']} | {answer} |")
-    (out / "answers.md").write_text("\n".join(lines) + "\n")
+    write_report(out / "answers.md", "\n".join(lines), "Answers on the dev set")
     (out / "answers.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     typer.echo(json.dumps(results["summary"], indent=2) if json_out else metrics_table({"default": summary}, "setting"))
 
