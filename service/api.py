@@ -17,6 +17,7 @@ from fastapi import Depends, FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from index.errors import (
@@ -44,6 +45,7 @@ from service.schemas import (
     SearchResponse,
 )
 from service.observability import Metrics, RequestContext
+from service.openai_compat import MODEL_ID, ChatRequest, completion, stream_of
 from service.settings import Settings, get_settings
 from service.streaming import answer_events
 
@@ -92,6 +94,7 @@ class Service:
     retriever: Retriever
     answerer: Answerer
     gate: AdmissionGate
+    default_k: int = 5
 
 
 def get_service(request: Request) -> Service:
@@ -117,7 +120,7 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
         live = index or ensure_index(effective, show_progress=False)
         retriever = open_retriever(effective, live)
         app.state.service = Service(
-            live, retriever, open_answerer(effective, retriever), AdmissionGate(effective.max_queue)
+            live, retriever, open_answerer(effective, retriever), AdmissionGate(effective.max_queue), effective.ask_k
         )
         metrics.documents.set(len(live.documents))
         metrics.passages.set(len(live.passages))
@@ -197,6 +200,36 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
 
     def _observe(answer: Answer) -> None:
         metrics.observe_answer(answer.timings_ms, answer.completion_tokens)
+
+    @app.get("/v1/models")
+    async def openai_models() -> dict:
+        """OpenAI-compatible model list: the one model, ``citerag``."""
+        return {"object": "list", "data": [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "citerag"}]}
+
+    @app.post("/v1/chat/completions", response_model=None)
+    def openai_chat(body: ChatRequest, service: ServiceDep) -> dict | StreamingResponse:
+        """OpenAI-compatible chat: the last user message is the question (see ``service/openai_compat.py``)."""
+        try:
+            request = AskRequest(question=body.question(), k=service.default_k)
+        except ValidationError as exc:
+            raise RequestValidationError([{**err, "loc": ("body", "messages")} for err in exc.errors()]) from exc
+        except ValueError as exc:
+            raise RequestValidationError(
+                [{"loc": ("body", "messages"), "msg": str(exc), "type": "value_error"}]
+            ) from exc
+        service.gate.enter()
+        if body.stream:
+            return StreamingResponse(
+                _released(stream_of(service.answerer, request.question, request.k), service.gate),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache"},
+            )
+        try:
+            answer = service.answerer.ask(request.question, k=request.k)
+        finally:
+            service.gate.leave()
+        _observe(answer)
+        return completion(AskResponse.of(answer))
 
     @app.get("/metrics", include_in_schema=False)
     async def prometheus_metrics() -> Response:

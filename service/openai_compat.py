@@ -1,0 +1,106 @@
+"""An OpenAI-compatible chat endpoint, so existing OpenAI clients and chat UIs can ask citerag.
+
+``POST /v1/chat/completions``: the last user message is the question; the answer text carries ``[n]`` markers and
+the response adds a ``citations`` field (the same objects as ``/ask``). With ``"stream": true`` the raw model text
+streams as ``chat.completion.chunk`` deltas; the last chunk (``finish_reason: "stop"``) carries ``citations`` and
+``citerag`` (the full checked ``/ask`` response, whose ``answer`` is authoritative), then ``data: [DONE]``.
+``GET /v1/models`` lists the one model, ``citerag``. Sampling parameters are accepted and ignored (decoding is
+greedy for reproducible, grounded answers).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Generator, Iterator
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from service.answer import Answerer
+from service.schemas import AskResponse
+from service.streaming import answer_events
+
+MODEL_ID = "citerag"
+
+
+class ChatMessage(BaseModel):
+    role: Literal["system", "user", "assistant", "tool", "developer"]
+    content: str | list[dict[str, Any]] | None = None
+
+    def text(self) -> str:
+        """The message's text (OpenAI content parts joined)."""
+        if isinstance(self.content, list):
+            return " ".join(str(part.get("text", "")) for part in self.content if part.get("type") == "text")
+        return self.content or ""
+
+
+class ChatRequest(BaseModel):
+    """The subset of OpenAI's chat-completions request that citerag uses; other fields are accepted and ignored."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = MODEL_ID
+    messages: list[ChatMessage] = Field(..., min_length=1)
+    stream: bool = False
+
+    def question(self) -> str:
+        """The last user message.
+
+        Raises:
+            ValueError: no user message with text.
+        """
+        for message in reversed(self.messages):
+            if message.role == "user" and message.text().strip():
+                return message.text().strip()
+        raise ValueError("messages: no user message with text")
+
+
+def completion(response: AskResponse) -> dict[str, Any]:
+    """A ``chat.completion`` object for a checked answer, plus ``citations`` and ``citerag`` extras."""
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": MODEL_ID,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": response.answer}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        "citations": [c.model_dump() for c in response.citations],
+        "citerag": response.model_dump(),
+    }
+
+
+def completion_chunks(events: Iterator[str]) -> Iterator[str]:
+    """Translate citerag's ``/ask`` event stream into OpenAI ``chat.completion.chunk`` server-sent events."""
+    chunk_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+        body = {"id": chunk_id, "object": "chat.completion.chunk", "created": created, "model": MODEL_ID,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+
+    yield chunk({"role": "assistant", "content": ""})
+    streamed = False
+    for event in events:
+        kind, _, data = event.partition("\ndata: ")
+        payload = json.loads(data)
+        if kind == "event: token":
+            streamed = True
+            yield chunk({"content": payload["text"]})
+        elif kind == "event: answer":
+            # an abstention decided before generation streamed no text: send the service's message instead
+            delta = {} if streamed else {"content": payload["answer"]}
+            yield chunk(delta, "stop", citations=payload["citations"], citerag=payload)
+        elif kind == "event: error":
+            yield chunk({}, "stop", error=payload)
+    yield "data: [DONE]\n\n"
+
+
+def stream_of(answerer: Answerer, question: str, k: int) -> Generator[str, None, None]:
+    """OpenAI chunks for one question (a generator: closing it stops the generation)."""
+    events = answer_events(answerer, question, k)
+    try:
+        yield from completion_chunks(events)
+    finally:
+        events.close()
