@@ -165,9 +165,11 @@ def ask(
     console.print(f"\n[bold]{response.answer}[/]\n")
     if response.abstained:
         console.print(f"[dim]abstained: {response.reason}[/]")
-    table = Table("n", "document", "cited text", "span", show_lines=True)
+    table = Table("n", "document", "cited text", "span", "rank (fused/bm25/dense)", show_lines=True)
     for c in response.citations:
-        table.add_row(f"[{c.n}]", c.title, c.text, f"{c.doc_id} {c.start}-{c.end}")
+        p = response.passages[c.n - 1]
+        ranks = f"{p.rank} / {p.bm25_rank or '-'} / {p.dense_rank or '-'}"
+        table.add_row(f"[{c.n}]", c.title, c.text, f"{c.doc_id} {c.start}-{c.end}", ranks)
     if response.citations:
         console.print(table)
     console.print(f"[dim]timings (ms): {json.dumps(response.timings_ms)}[/]")
