@@ -102,10 +102,13 @@ class Retriever:
         """BM25 candidates for ``query`` (at most ``depth``), restricted to ``allowed`` rows when given."""
         return self.index.bm25.search(tokenize(query), depth, allowed)
 
-    def fuse(self, query: str, bm25: list[Hit], dense: list[Hit], fusion: FusionMethod, top_k: int) -> list[Hit]:
-        """Merge the two candidate lists with ``fusion`` (see the class docstring)."""
+    def fuse(
+        self, query_tokens: list[str], bm25: list[Hit], dense: list[Hit], fusion: FusionMethod, top_k: int
+    ) -> list[Hit]:
+        """Merge the two candidate lists with ``fusion`` (see the class docstring); ``query_tokens`` are the
+        query's BM25 tokens (for the bounded fusion's normaliser)."""
         if fusion == "bounded":
-            bound = self.index.bm25.upper_bound(tokenize(query))
+            bound = self.index.bm25.upper_bound(query_tokens)
             return bounded_score_fusion(bm25, dense, bound, self.weights, top_k=top_k)
         if fusion == "weighted":
             return weighted_score_fusion([bm25, dense], self.weights, top_k=top_k)
@@ -147,14 +150,15 @@ class Retriever:
         # one passage per document needs deeper candidate lists: documents average a few passages each.
         depth = max(self.candidates, k * PASSAGES_PER_DOC if one_per_doc else k)
         allowed = self.mask(filters)
-        bm25 = self.bm25_hits(query, depth, allowed) if mode in ("hybrid", "bm25") else []
+        tokens = tokenize(query)
+        bm25 = self.index.bm25.search(tokens, depth, allowed) if mode in ("hybrid", "bm25") else []
         dense = self.dense_hits(query, depth, allowed) if mode in ("hybrid", "dense") else []
         if mode == "bm25":
             ranked = bm25
         elif mode == "dense":
             ranked = dense
         else:
-            ranked = self.fuse(query, bm25, dense, fusion or self.fusion, top_k=2 * depth)
+            ranked = self.fuse(tokens, bm25, dense, fusion or self.fusion, top_k=2 * depth)
         bm25_at = {hit.row: (rank, hit.score) for rank, hit in enumerate(bm25, start=1)}
         dense_at = {hit.row: (rank, hit.score) for rank, hit in enumerate(dense, start=1)}
         results: list[SearchResult] = []

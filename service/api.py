@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import AsyncIterator, Generator, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -183,11 +183,26 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
         ``passages``, then ``token`` events, then ``answer`` (the checked response). Beyond ``CITERAG_MAX_QUEUE``
         questions at once: 503 with ``Retry-After``.
         """
+        streaming = body.stream or "text/event-stream" in request.headers.get("accept", "")
+        return respond(
+            service, body, streaming,
+            lambda: answer_events(service.answerer, body.question, body.k, body.filters, on_done=_observe),
+            lambda response: response,
+        )
+
+    def respond(
+        service: Service,
+        body: AskRequest,
+        streaming: bool,
+        events: Callable[[], Generator[str, None, None]],
+        render: Callable[[AskResponse], Any],
+    ) -> Any:
+        """Admit the question (or 503), then stream ``events()`` or answer at once and ``render`` the response;
+        the admission slot is held until the answer or the stream ends."""
         service.gate.enter()
-        if body.stream or "text/event-stream" in request.headers.get("accept", ""):
-            events = answer_events(service.answerer, body.question, body.k, body.filters, on_done=_observe)
+        if streaming:
             return StreamingResponse(
-                _released(events, service.gate),
+                _released(events(), service.gate),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
@@ -196,7 +211,7 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
         finally:
             service.gate.leave()
         _observe(answer)
-        return AskResponse.of(answer)
+        return render(AskResponse.of(answer))
 
     def _observe(answer: Answer) -> None:
         metrics.observe_answer(answer.timings_ms, answer.completion_tokens)
@@ -217,19 +232,11 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
             raise RequestValidationError(
                 [{"loc": ("body", "messages"), "msg": str(exc), "type": "value_error"}]
             ) from exc
-        service.gate.enter()
-        if body.stream:
-            return StreamingResponse(
-                _released(stream_of(service.answerer, request.question, request.k), service.gate),
-                media_type="text/event-stream",
-                headers={"Cache-Control": "no-cache"},
-            )
-        try:
-            answer = service.answerer.ask(request.question, k=request.k)
-        finally:
-            service.gate.leave()
-        _observe(answer)
-        return completion(AskResponse.of(answer))
+        return respond(
+            service, request, body.stream,
+            lambda: stream_of(service.answerer, request.question, request.k, on_done=_observe),
+            completion,
+        )
 
     @app.get("/metrics", include_in_schema=False)
     async def prometheus_metrics() -> Response:

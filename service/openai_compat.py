@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.answer import Answerer
+from service.answer import Answer, Answerer
 from service.schemas import AskResponse
 from service.streaming import answer_events
 
@@ -97,9 +97,12 @@ def completion_chunks(events: Iterator[str]) -> Iterator[str]:
     yield "data: [DONE]\n\n"
 
 
-def stream_of(answerer: Answerer, question: str, k: int) -> Generator[str, None, None]:
-    """OpenAI chunks for one question (a generator: closing it stops the generation)."""
-    events = answer_events(answerer, question, k)
+def stream_of(
+    answerer: Answerer, question: str, k: int, on_done: Callable[[Answer], None] | None = None
+) -> Generator[str, None, None]:
+    """OpenAI chunks for one question (a generator: closing it stops the generation); ``on_done`` receives the
+    finished answer."""
+    events = answer_events(answerer, question, k, on_done=on_done)
     try:
         yield from completion_chunks(events)
     finally:
