@@ -31,8 +31,7 @@ def reciprocal_rank_fusion(runs: Sequence[Sequence[Hit]], k: int = RRF_K, top_k:
     for run in runs:
         for rank, hit in enumerate(run, start=1):
             fused[hit.row] += 1.0 / (k + rank)
-    best = sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:top_k]
-    return [Hit(row, score, "fused") for row, score in best]
+    return _ranked(fused, top_k)
 
 
 def min_max(scores: Sequence[float]) -> np.ndarray:
@@ -64,8 +63,7 @@ def weighted_score_fusion(
     for run, weight in zip(runs, weights, strict=True):
         for hit, norm in zip(run, min_max([h.score for h in run]), strict=True):
             fused[hit.row] += weight * float(norm)
-    best = sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:top_k]
-    return [Hit(row, score, "fused") for row, score in best]
+    return _ranked(fused, top_k)
 
 
 def bounded_score_fusion(
@@ -93,5 +91,10 @@ def bounded_score_fusion(
         fused[hit.row] += weights[0] * hit.score / bm25_bound
     for hit in dense:
         fused[hit.row] += weights[1] * hit.score
+    return _ranked(fused, top_k)
+
+
+def _ranked(fused: dict[int, float], top_k: int) -> list[Hit]:
+    """The ``top_k`` rows by descending fused score as ``"fused"`` hits; ties break on the lower row."""
     best = sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:top_k]
     return [Hit(row, score, "fused") for row, score in best]

@@ -106,6 +106,11 @@ def build_messages(question: str, passages: list[SearchResult]) -> list[dict[str
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
+def _cited_numbers(group: str) -> list[int]:
+    """The passage numbers inside one citation marker's brackets: ``"1, 3"`` -> ``[1, 3]``."""
+    return [int(x) for x in re.split(r"[,;]", group)]
+
+
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
@@ -137,7 +142,7 @@ def check_citations(text: str, passage_texts: list[str]) -> tuple[str, list[int]
         sentence = text[start:end]
         claim = _CITATION.sub(" ", sentence)
         terms = set(tokenize(claim)) - _NON_CONTENT
-        written = [int(x) for group in _CITATION.findall(sentence) for x in re.split(r"[,;]", group)]
+        written = [n for group in _CITATION.findall(sentence) for n in _cited_numbers(group)]
         kept = [
             n
             for n in dict.fromkeys(written)
@@ -148,7 +153,7 @@ def check_citations(text: str, passage_texts: list[str]) -> tuple[str, list[int]
         cited.extend(n for n in kept if n not in cited)
 
         def rewrite(match: re.Match[str]) -> str:
-            return "".join(f"[{n}]" for n in dict.fromkeys(int(x) for x in re.split(r"[,;]", match.group(1))) if n in kept)
+            return "".join(f"[{n}]" for n in dict.fromkeys(_cited_numbers(match.group(1))) if n in kept)
 
         out.append(text[cursor:start])
         out.append(_CITATION.sub(rewrite, sentence))
