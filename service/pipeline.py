@@ -79,19 +79,19 @@ def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
     store = IndexStore(settings.index_dir)
     wanted_config = index_config(settings, load_embedder())
     paths = list(settings.corpus)
-    if store.current() is not None:
-        try:
-            index = store.load()
-        except Exception as exc:  # noqa: BLE001 - any unreadable index is rebuilt, and the reason logged
-            log.warning("index in %s refused (%s); rebuilding", settings.index_dir, exc)
-        else:
-            paths = [Path(p) for p in index.manifest.get("sources", paths)]
-            if not all(p.exists() for p in paths):
-                log.warning("sources of the index %s are gone; serving it as built", [str(p) for p in paths])
-                return index
-            if index.config == wanted_config and index.fingerprint == corpus_fingerprint(load_documents(paths)):
-                return index
-            log.info("corpus or settings changed since the index was built; rebuilding")
+    try:
+        index = store.load() if store.current() is not None else None
+    except Exception as exc:  # noqa: BLE001 - any unreadable index (bad pointer, checksum) is rebuilt, reason logged
+        log.warning("index in %s refused (%s); rebuilding", settings.index_dir, exc)
+        index = None
+    if index is not None:
+        paths = [Path(p) for p in index.manifest.get("sources", paths)]
+        if not all(p.exists() for p in paths):
+            log.warning("sources of the index %s are gone; serving it as built", [str(p) for p in paths])
+            return index
+        if index.config == wanted_config and index.fingerprint == corpus_fingerprint(load_documents(paths)):
+            return index
+        log.info("corpus or settings changed since the index was built; rebuilding")
     return build(settings, paths, show_progress=show_progress)
 
 

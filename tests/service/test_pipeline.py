@@ -36,3 +36,11 @@ def test_built_once_reused_and_rebuilt_when_the_corpus_changes(settings_factory,
 
     shutil.rmtree(corpus)  # sources gone: the index is served as built
     assert ensure_index(changed, show_progress=False).path == third.path
+
+
+def test_a_pointer_to_a_missing_version_is_rebuilt(settings_factory) -> None:
+    settings = settings_factory(corpus=[SEEDS])
+    first = ensure_index(settings, show_progress=False)
+    (settings.index_dir / "CURRENT").write_text("v999999-gone\n")
+    rebuilt = ensure_index(settings, show_progress=False)
+    assert rebuilt.path != first.path and len(rebuilt.documents) == 38
