@@ -19,14 +19,15 @@ from index.retrieve import SearchResult
 from index.types import Document, FusionMethod, Passage, RetrievalMode
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class WriteReport:
     """What an add or delete changed.
 
     Attributes:
         added: ids of documents that were new.
-        replaced: ids of documents whose text changed (their old passages are gone).
-        unchanged: ids given again with identical title, text and metadata (nothing re-embedded).
+        replaced: ids of documents whose title or text changed (their old passages are gone).
+        updated: ids whose metadata alone changed (passages and vectors kept).
+        unchanged: ids given again with identical title, text and metadata (nothing written).
         deleted: ids removed.
         skipped: ``(doc_id, reason)`` for documents not indexed (e.g. no text).
         passages_embedded: passages sent to the encoder (cache hits excluded).
@@ -35,6 +36,7 @@ class WriteReport:
 
     added: list[str] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
@@ -42,15 +44,8 @@ class WriteReport:
     version: str = ""
 
 
-@runtime_checkable
-class SearchBackend(Protocol):
-    """A searchable, updatable passage store.
-
-    Every method is safe to call from several threads; a search running during a write sees the corpus either
-    before or after that write, never a mix.
-    """
-
-    name: str
+class Searcher(Protocol):
+    """Anything that ranks passages for a query: a :class:`~index.retrieve.Retriever` or a backend."""
 
     def search(
         self,
@@ -67,6 +62,17 @@ class SearchBackend(Protocol):
             ValueError: unknown mode, ``k < 1`` or malformed filters.
         """
         ...
+
+
+@runtime_checkable
+class SearchBackend(Searcher, Protocol):
+    """A searchable, updatable passage store.
+
+    Every method is safe to call from several threads; a search running during a write sees the corpus either
+    before or after that write, never a mix.
+    """
+
+    name: str
 
     def add_documents(self, documents: list[Document]) -> WriteReport:
         """Insert or replace ``documents`` by ``doc_id`` (a replaced document loses all its old passages).

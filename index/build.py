@@ -1,15 +1,27 @@
-"""Build a complete index version: chunk -> BM25 tokens -> embeddings -> BM25 + FAISS -> atomic commit."""
+"""Write index versions: a full build, or an incremental update that re-embeds only new and changed passages.
+
+Both end the same way (:func:`write_version`): BM25 over every passage's model text, FAISS over every passage's
+vector, committed atomically by :class:`~index.store.IndexStore`. An update reuses the live version's vectors for
+the passages it keeps, so adding 100 abstracts to a 23k index embeds ~200 passages, not ~50,000. The BM25 side is
+rebuilt from the kept and new passages' tokens (bm25s builds 23k abstracts in ~3.5 s), so it never loses documents
+of an earlier batch.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import numpy as np
+
+from index.backend import WriteReport
 from index.bm25 import BM25Index
 from index.chunking import Chunker, model_text
-from index.dense import DenseIndex
+from index.dense import AUTO_HNSW_THRESHOLD, DenseIndex, choose_kind
 from index.embed import Embedder
-from index.store import IndexConfig, IndexStore
+from index.errors import DocumentNotFound
+from index.store import IndexConfig, IndexStore, LoadedIndex
 from index.tokenize import tokenize_many
 from index.types import Document, Passage
 
@@ -27,6 +39,40 @@ def chunk_documents(documents: list[Document], chunker: Chunker) -> list[Passage
     return passages
 
 
+def passage_texts(passages: Sequence[Passage], documents: dict[str, Document]) -> list[str]:
+    """The model text (title prefix + folded text) of each passage: what is embedded and BM25-tokenised."""
+    return [model_text(p.text, documents[p.doc_id].title) for p in passages]
+
+
+def write_version(
+    store: IndexStore,
+    config: IndexConfig,
+    documents: list[Document],
+    passages: list[Passage],
+    vectors: np.ndarray,
+    extra_manifest: dict[str, object] | None = None,
+    dense_kind: str = "auto",
+    hnsw_threshold: int = AUTO_HNSW_THRESHOLD,
+) -> Path:
+    """Index ``passages`` (BM25 + FAISS, row i == passage i == ``vectors[i]``) and commit a new live version.
+
+    Args:
+        vectors: float32, shape ``(len(passages), dim)``, L2-normalised.
+        dense_kind: ``"auto"``, ``"flat"`` or ``"hnsw"`` (see :func:`index.dense.choose_kind`).
+
+    Returns:
+        The new version directory.
+    """
+    by_id = {doc.doc_id: doc for doc in documents}
+    bm25 = BM25Index(k1=config.bm25_k1, b=config.bm25_b, method=config.bm25_method)
+    bm25.build(tokenize_many(passage_texts(passages, by_id)))
+    dense = DenseIndex(config.embedding_dim, choose_kind(len(passages), dense_kind, hnsw_threshold))
+    dense.add(vectors)
+    with_text = {p.doc_id for p in passages}
+    kept = [doc for doc in documents if doc.doc_id in with_text]
+    return store.write(config, kept, passages, bm25, dense, extra=extra_manifest)
+
+
 def build_index(
     documents: list[Document],
     store: IndexStore,
@@ -35,6 +81,7 @@ def build_index(
     config: IndexConfig,
     show_progress: bool = True,
     extra_manifest: dict[str, object] | None = None,
+    dense_kind: str = "auto",
 ) -> Path:
     """Chunk, tokenise, embed and index ``documents``; commit them as the store's new live version.
 
@@ -44,14 +91,92 @@ def build_index(
         The new version directory.
     """
     passages = chunk_documents(documents, chunker)
-    titles = {doc.doc_id: doc.title for doc in documents}
-    texts = [model_text(p.text, titles[p.doc_id]) for p in passages]
-    bm25 = BM25Index(k1=config.bm25_k1, b=config.bm25_b, method=config.bm25_method)
-    bm25.build(tokenize_many(texts))
+    by_id = {doc.doc_id: doc for doc in documents}
     log.info("embedding %d passages of %d documents with %s", len(passages), len(documents), embedder.name)
-    vectors = embedder.encode(texts, show_progress=show_progress)
-    dense = DenseIndex(config.embedding_dim)
-    dense.add(vectors)
-    with_text = {p.doc_id for p in passages}
-    kept = [doc for doc in documents if doc.doc_id in with_text]
-    return store.write(config, kept, passages, bm25, dense, extra=extra_manifest)
+    vectors = embedder.encode(passage_texts(passages, by_id), show_progress=show_progress)
+    return write_version(store, config, documents, passages, vectors, extra_manifest, dense_kind)
+
+
+def update_index(
+    store: IndexStore,
+    embedder: Embedder,
+    chunker: Chunker,
+    config: IndexConfig,
+    upserts: Iterable[Document] = (),
+    deletes: Iterable[str] = (),
+    extra_manifest: dict[str, object] | None = None,
+    show_progress: bool = False,
+    dense_kind: str = "auto",
+) -> tuple[Path, WriteReport]:
+    """Insert or replace ``upserts`` and remove ``deletes`` (document ids), as one new live version.
+
+    Passages of untouched documents keep their vectors (read back from the live FAISS index); only the passages
+    of new and changed documents are embedded. A document given again with the same title, text and metadata is
+    left as it is. When nothing is live yet this is a full build of ``upserts``.
+
+    Args:
+        extra_manifest: keys merged over the live manifest's extra keys (e.g. ``sources``).
+
+    Returns:
+        ``(version directory, report)``; when nothing changes no version is written and the live one is returned.
+
+    Raises:
+        DocumentNotFound: a deleted id is not indexed (nothing is written).
+        IndexMismatch: the live version fails verification.
+        ValueError: the live index was built with other settings (``config`` differs): rebuild instead.
+    """
+    live: LoadedIndex | None = store.load() if store.current() is not None else None
+    if live is not None and live.config != config:
+        raise ValueError("index settings changed since the live index was built; run a full `citerag index`")
+    old_docs = dict(live.documents) if live is not None else {}
+    deletes = list(dict.fromkeys(deletes))
+    missing = [doc_id for doc_id in deletes if doc_id not in old_docs]
+    if missing:
+        raise DocumentNotFound(f"no document with id {missing[0]!r}; list ids with GET /documents")
+
+    report = WriteReport(deleted=deletes)
+    changed: dict[str, Document] = {}
+    for doc in upserts:
+        previous = old_docs.get(doc.doc_id)
+        if previous is None or doc.doc_id in deletes:
+            report.added.append(doc.doc_id)
+            changed[doc.doc_id] = doc
+        elif (previous.title, previous.text) != (doc.title, doc.text):
+            report.replaced.append(doc.doc_id)
+            changed[doc.doc_id] = doc
+        elif previous != doc:  # metadata only: the passages and their vectors stay
+            report.updated.append(doc.doc_id)
+            old_docs[doc.doc_id] = doc
+        else:
+            report.unchanged.append(doc.doc_id)
+    if live is not None and not changed and not deletes and not report.updated:
+        report.version = live.path.name
+        return live.path, report
+
+    gone = set(deletes) | set(changed)
+    kept_rows = [row for row, p in enumerate(live.passages) if p.doc_id not in gone] if live is not None else []
+    documents = [doc for doc_id, doc in old_docs.items() if doc_id not in gone] + list(changed.values())
+    new_passages = chunk_documents(list(changed.values()), chunker)
+    report.skipped.extend(
+        (doc_id, "no text") for doc_id in changed if not any(p.doc_id == doc_id for p in new_passages)
+    )
+    new_vectors = embedder.encode(passage_texts(new_passages, changed), show_progress=show_progress)
+    report.passages_embedded = len(new_passages)
+    old_vectors = live.dense.vectors(np.asarray(kept_rows, dtype=np.int64)) if live is not None else None
+    vectors = new_vectors if old_vectors is None else np.concatenate([old_vectors, new_vectors])
+    passages = ([live.passages[row] for row in kept_rows] if live is not None else []) + new_passages
+    extra = {key: value for key, value in (live.manifest if live else {}).items() if key not in _MANIFEST_KEYS}
+    extra.update(extra_manifest or {})
+    path = write_version(store, config, documents, passages, vectors, extra, dense_kind)
+    report.version = path.name
+    log.info(
+        "index updated: %d added, %d replaced, %d deleted, %d passages embedded",
+        len(report.added), len(report.replaced), len(report.deleted), report.passages_embedded,
+    )
+    return path, report
+
+
+# Keys IndexStore.write computes itself; everything else in a manifest is carried over by an update.
+_MANIFEST_KEYS = frozenset(
+    {"format_version", "created_at", "config", "corpus_fingerprint", "counts", "checksums", "libraries"}
+)

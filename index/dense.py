@@ -1,27 +1,74 @@
-"""Dense retrieval: FAISS exact inner-product search over L2-normalised passage vectors (inner product == cosine)."""
+"""Dense retrieval: FAISS inner-product search over L2-normalised passage vectors (inner product == cosine).
+
+Two index kinds, chosen by corpus size (``choose_kind``) or forced by a setting:
+
+- ``flat``: ``IndexFlatIP``, exact; 4 * dim bytes per passage (1,536 B at 384-d); search time linear in size.
+- ``hnsw``: ``IndexHNSWFlat`` (Malkov & Yashunin 2018), approximate; the same float32 vectors plus the graph
+  (about 2 * M * 4 B per passage at M = 32: ~256 B), so ~1.8 KB per passage at 384-d; search time roughly
+  logarithmic. ``efSearch`` trades recall for time (``bench/RESULTS.md`` has the measured Recall@10 vs flat).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import faiss
 import numpy as np
 
 from index.types import Hit
 
+DenseKind = Literal["flat", "hnsw"]
+HNSW_M = 32  # graph degree (FAISS default for IndexHNSWFlat is 32)
+HNSW_EF_CONSTRUCTION = 80
+HNSW_EF_SEARCH = 128
+AUTO_HNSW_THRESHOLD = 200_000  # passages; below it exact search costs a few ms (bench/RESULTS.md)
+
+
+def choose_kind(n_passages: int, setting: str = "auto", threshold: int = AUTO_HNSW_THRESHOLD) -> DenseKind:
+    """The index kind for ``n_passages``: ``setting`` when it is ``"flat"`` or ``"hnsw"``, else flat below
+    ``threshold`` passages and HNSW from it on.
+
+    Raises:
+        ValueError: an unknown setting.
+    """
+    if setting in ("flat", "hnsw"):
+        return setting  # type: ignore[return-value]
+    if setting != "auto":
+        raise ValueError(f"dense index must be 'auto', 'flat' or 'hnsw', got {setting!r}")
+    return "hnsw" if n_passages >= threshold else "flat"
+
 
 class DenseIndex:
-    """A FAISS ``IndexFlatIP`` over passage vectors (row i == passage i).
+    """A FAISS index over passage vectors (row i == passage i).
 
     Args:
         dim: vector dimension (384 for all-MiniLM-L6-v2).
+        kind: ``"flat"`` (exact) or ``"hnsw"`` (approximate; see the module docstring).
+        ef_search: HNSW candidate-list size at query time (ignored for flat).
+
+    Raises:
+        ValueError: an unknown kind.
     """
 
     FILENAME = "dense.faiss"
 
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, kind: DenseKind = "flat", ef_search: int = HNSW_EF_SEARCH) -> None:
         self.dim = dim
-        self._index: faiss.Index = faiss.IndexFlatIP(dim)
+        self.ef_search = ef_search
+        if kind == "flat":
+            self._index: faiss.Index = faiss.IndexFlatIP(dim)
+        elif kind == "hnsw":
+            hnsw = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+            hnsw.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+            self._index = hnsw
+        else:
+            raise ValueError(f"kind must be 'flat' or 'hnsw', got {kind!r}")
+
+    @property
+    def kind(self) -> DenseKind:
+        """``"hnsw"`` or ``"flat"``."""
+        return "hnsw" if isinstance(self._index, faiss.IndexHNSW) else "flat"
 
     @property
     def size(self) -> int:
@@ -36,7 +83,8 @@ class DenseIndex:
         """
         if vectors.ndim != 2 or vectors.shape[1] != self.dim:
             raise ValueError(f"expected vectors of shape (n, {self.dim}), got {vectors.shape}")
-        self._index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+        if len(vectors):
+            self._index.add(np.ascontiguousarray(vectors, dtype=np.float32))
 
     def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[Hit]:
         """Top-``k`` passages by inner product with ``query`` (float32, shape ``(dim,)``, L2-normalised).
@@ -51,30 +99,39 @@ class DenseIndex:
         if self.size == 0 or k <= 0:
             return []
         k = min(k, self.size)
-        params = None
+        selector = None
         if allowed is not None:
             ids = np.flatnonzero(allowed).astype(np.int64)
             if ids.size == 0:
                 return []
-            params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(ids))
+            selector = faiss.IDSelectorBatch(ids)
+        if self.kind == "hnsw":
+            params = faiss.SearchParametersHNSW(efSearch=max(self.ef_search, k), sel=selector)
+        else:
+            params = faiss.SearchParameters(sel=selector) if selector is not None else None
         scores, rows = self._index.search(query.reshape(1, -1).astype(np.float32), k, params=params)
         return [Hit(int(row), float(score), "dense") for row, score in zip(rows[0], scores[0]) if row >= 0]
 
-    def reconstruct_all(self) -> np.ndarray:
-        """All stored vectors: float32, shape ``(size, dim)``."""
+    def vectors(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """Stored vectors: float32, shape ``(len(rows), dim)`` (all ``(size, dim)`` when ``rows`` is ``None``)."""
         if self.size == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return self._index.reconstruct_n(0, self.size)
+        everything = self._index.reconstruct_n(0, self.size)
+        return everything if rows is None else everything[rows]
+
+    def reconstruct_all(self) -> np.ndarray:
+        """All stored vectors: float32, shape ``(size, dim)``."""
+        return self.vectors()
 
     def save(self, directory: Path) -> None:
         """Write ``dense.faiss`` under ``directory``."""
         faiss.write_index(self._index, str(directory / self.FILENAME))
 
     @classmethod
-    def load(cls, directory: Path, mmap: bool = True) -> DenseIndex:
-        """Read ``dense.faiss`` (memory-mapped when ``mmap``)."""
+    def load(cls, directory: Path, mmap: bool = True, ef_search: int = HNSW_EF_SEARCH) -> DenseIndex:
+        """Read ``dense.faiss`` (memory-mapped when ``mmap``); the kind is read from the file."""
         flags = faiss.IO_FLAG_MMAP if mmap else 0
         raw = faiss.read_index(str(directory / cls.FILENAME), flags)
-        index = cls(raw.d)
+        index = cls(raw.d, ef_search=ef_search)
         index._index = raw
         return index

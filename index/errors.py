@@ -42,3 +42,11 @@ class Overloaded(CiteragError):
     def __init__(self, message: str, retry_after: int = 10) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class Unauthorized(CiteragError):
+    """A write endpoint was called without the right API key (``Authorization: Bearer <CITERAG_API_KEY>``)."""
+
+
+class WritesDisabled(CiteragError):
+    """Writes are off: the service listens on a non-loopback address and no API key is configured."""

@@ -38,6 +38,19 @@ def text_doc_id(text: str) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
+def make_document(text: str, title: str = "", doc_id: str | None = None, meta: dict[str, Any] | None = None) -> Document:
+    """A :class:`Document` from its parts: text and title stripped, the id derived from the text
+    (:func:`text_doc_id`) when ``doc_id`` is ``None`` or empty, the label from the title or the opening words."""
+    body, title = text.strip(), title.strip()
+    return Document(
+        doc_id=doc_id or text_doc_id(body),
+        title=title,
+        text=body,
+        label=title or display_label(body),
+        meta=dict(meta or {}),
+    )
+
+
 def source_files(paths: Iterable[str | Path]) -> list[Path]:
     """Expand files and directories into the sorted list of supported source files.
 
@@ -130,14 +143,7 @@ def _abstract_list_documents(path: Path, text: str) -> Iterator[Document]:
                 start_line = lineno
             paragraph.append(line.strip())
         elif paragraph:
-            body = " ".join(paragraph)
-            yield Document(
-                doc_id=text_doc_id(body),
-                title="",
-                text=body,
-                label=display_label(body),
-                meta={"source": path.name, "line": start_line},
-            )
+            yield make_document(" ".join(paragraph), meta={"source": path.name, "line": start_line})
             paragraph = []
 
 
@@ -162,13 +168,6 @@ def _jsonl_documents(path: Path, text: str) -> Iterator[Document]:
         except UnicodeEncodeError as exc:
             raise IngestError(str(path), f"text holds a character that is not valid Unicode ({exc.reason})", lineno) from exc
         given_id = record.get("id", record.get("_id"))
-        doc_id = str(given_id) if given_id not in (None, "") else text_doc_id(body)
         meta = {key: record[key] for key in META_FIELDS if record.get(key) not in (None, "")}
         meta.update(source=path.name, line=lineno)
-        yield Document(
-            doc_id=doc_id,
-            title=title.strip(),
-            text=body.strip(),
-            label=title.strip() or display_label(body),
-            meta=meta,
-        )
+        yield make_document(body, title, str(given_id) if given_id not in (None, "") else None, meta)

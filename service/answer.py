@@ -23,7 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from index.filters import Filters
-from index.retrieve import Retriever, SearchResult
+from index.backend import Searcher
+from index.retrieve import SearchResult
 from index.text import fold, split_sentences
 from index.tokenize import tokenize
 from service.generator import Generator
@@ -179,7 +180,7 @@ class Answerer:
     """Retrieve, prompt, generate, check.
 
     Args:
-        retriever: the hybrid retriever.
+        retriever: what ranks passages: a :class:`~index.retrieve.Retriever` or a backend.
         generator: the loaded chat model.
         max_tokens: generation limit (tokens).
         timeout_s: wall-clock limit of one generation (s); the text generated so far is then checked as usual.
@@ -189,7 +190,7 @@ class Answerer:
 
     def __init__(
         self,
-        retriever: Retriever,
+        retriever: Searcher,
         generator: Generator,
         max_tokens: int = 256,
         min_dense_score: float = 0.18,

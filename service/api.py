@@ -6,6 +6,8 @@ runs in its thread pool, so ``/health`` answers while a generation is running.
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
@@ -13,10 +15,11 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Query, Request, Response
+from fastapi import Body, Depends, FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -28,14 +31,18 @@ from index.errors import (
     IngestError,
     ModelNotFound,
     Overloaded,
+    Unauthorized,
+    WritesDisabled,
 )
-from index.retrieve import Retriever
+from index.backend import SearchBackend
 from index.store import LoadedIndex
 from service.answer import Answer, Answerer
-from service.pipeline import ensure_index, open_answerer, open_retriever
+from service.pipeline import ensure_index, open_answerer, open_backend
 from service.schemas import (
+    MAX_DOCUMENTS_PER_REQUEST,
     AskRequest,
     AskResponse,
+    DocumentIn,
     DocumentOut,
     DocumentsPage,
     DocumentSummary,
@@ -43,6 +50,7 @@ from service.schemas import (
     PassageOut,
     SearchRequest,
     SearchResponse,
+    WriteReportOut,
 )
 from service.observability import Metrics, RequestContext
 from service.openai_compat import MODEL_ID, ChatRequest, completion, stream_of
@@ -58,6 +66,8 @@ _STATUS: dict[type[CiteragError], int] = {
     IndexMismatch: 503,
     ModelNotFound: 503,
     Overloaded: 503,
+    Unauthorized: 401,
+    WritesDisabled: 403,
 }
 
 
@@ -86,14 +96,53 @@ class AdmissionGate:
         self._slots.release()
 
 
+class WriteGuard:
+    """Who may call the write endpoints: reads are open, writes need the API key.
+
+    Args:
+        api_key: the configured key; requests must send ``Authorization: Bearer <key>`` (compared in constant
+            time, :func:`hmac.compare_digest`). ``None``: no key is asked for, and writes are enabled only when
+            ``host`` is a loopback address (a service reachable from other machines never takes unkeyed writes).
+        host: the address the service listens on.
+    """
+
+    def __init__(self, api_key: str | None, host: str) -> None:
+        self.api_key = api_key
+        self.host = host
+        self.enabled = api_key is not None or _is_loopback(host)
+
+    def check(self, credentials: HTTPAuthorizationCredentials | None) -> None:
+        """Raises :class:`WritesDisabled` (403) or :class:`Unauthorized` (401); returns when the write may go."""
+        if not self.enabled:
+            raise WritesDisabled(
+                f"writes are disabled: the service listens on {self.host} and CITERAG_API_KEY is not set; "
+                "set it and send 'Authorization: Bearer <key>'"
+            )
+        if self.api_key is None:
+            return
+        given = credentials.credentials if credentials is not None else ""
+        if not hmac.compare_digest(given.encode(), self.api_key.encode()):
+            what = "missing" if credentials is None else "wrong"
+            raise Unauthorized(f"API key {what}: send 'Authorization: Bearer <CITERAG_API_KEY>'")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 @dataclass(slots=True)
 class Service:
-    """What the handlers share: the loaded index, the retriever, the answerer and the admission gate."""
+    """What the handlers share: the retrieval backend, the answerer, the admission gate and the write guard."""
 
-    index: LoadedIndex
-    retriever: Retriever
+    backend: SearchBackend
     answerer: Answerer
     gate: AdmissionGate
+    writes: WriteGuard
     default_k: int = 5
 
 
@@ -103,6 +152,7 @@ def get_service(request: Request) -> Service:
 
 
 ServiceDep = Annotated[Service, Depends(get_service)]
+BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(HTTPBearer(auto_error=False))]
 
 
 def create_app(settings: Settings | None = None, index: LoadedIndex | None = None) -> FastAPI:
@@ -118,14 +168,18 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         effective = settings or get_settings()
         live = index or ensure_index(effective, show_progress=False)
-        retriever = open_retriever(effective, live)
+        backend = open_backend(effective, live)
+        key = effective.api_key.get_secret_value() if effective.api_key else None
+        writes = WriteGuard(key, effective.host)
         app.state.service = Service(
-            live, retriever, open_answerer(effective, retriever), AdmissionGate(effective.max_queue), effective.ask_k
+            backend, open_answerer(effective, backend), AdmissionGate(effective.max_queue), writes, effective.ask_k
         )
-        metrics.documents.set(len(live.documents))
-        metrics.passages.set(len(live.passages))
+        metrics.documents.set_function(lambda: int(backend.stats()["documents"]))
+        metrics.passages.set_function(lambda: int(backend.stats()["passages"]))
         metrics.queue_depth.set_function(lambda: app.state.service.gate.admitted)
         log.info("serving %d documents, %d passages from %s", len(live.documents), len(live.passages), live.path)
+        if not writes.enabled:
+            log.warning("write endpoints disabled: listening on %s without CITERAG_API_KEY", effective.host)
         yield
 
     app = FastAPI(
@@ -159,18 +213,19 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
     @app.get("/health")
     async def health(service: ServiceDep) -> Health:
         """Liveness and index size; never waits for the model."""
+        stats = service.backend.stats()
         return Health(
             status="ok",
-            documents=len(service.index.documents),
-            passages=len(service.index.passages),
-            index_version=service.index.path.name,
+            documents=int(stats["documents"]),
+            passages=int(stats["passages"]),
+            index_version=str(stats["version"]),
             generator_loaded=True,
         )
 
     @app.post("/search")
     def search(body: SearchRequest, service: ServiceDep) -> SearchResponse:
         """Top-k passages by hybrid (RRF of BM25 and dense), BM25 or dense retrieval."""
-        results = service.retriever.search(
+        results = service.backend.search(
             body.query, k=body.k, mode=body.mode, one_per_doc=body.one_per_doc, filters=body.filters
         )
         return SearchResponse(query=body.query, mode=body.mode, results=[PassageOut.of(r) for r in results])
@@ -250,21 +305,48 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> DocumentsPage:
         """Documents in index order, paged."""
-        docs = list(service.index.documents.values())
-        page = [DocumentSummary.of(d) for d in docs[offset : offset + limit]]
-        return DocumentsPage(total=len(docs), offset=offset, limit=limit, documents=page)
+        total = int(service.backend.stats()["documents"])
+        page = [DocumentSummary.of(d) for d in service.backend.documents(offset, limit)]
+        return DocumentsPage(total=total, offset=offset, limit=limit, documents=page)
 
     @app.get("/documents/{doc_id:path}")
     async def get_document(doc_id: str, service: ServiceDep) -> DocumentOut:
         """One document: full text, metadata and its passages' spans."""
-        doc = service.index.documents.get(doc_id)
+        doc = service.backend.document(doc_id)
         if doc is None:
             raise DocumentNotFound(f"no document with id {doc_id!r}; list ids with GET /documents")
         spans = [
             {"chunk_id": p.chunk_id, "ordinal": p.ordinal, "start": p.start, "end": p.end}
-            for p in service.index.passages_of(doc_id)
+            for p in service.backend.passages_of(doc_id)
         ]
         return DocumentOut(**DocumentSummary.of(doc).model_dump(), text=doc.text, passages=spans)
+
+    @app.post("/documents", responses={401: {}, 403: {}})
+    def add_documents(
+        service: ServiceDep,
+        documents: Annotated[list[DocumentIn], Body(min_length=1, max_length=MAX_DOCUMENTS_PER_REQUEST)],
+        credentials: BearerDep,
+    ) -> WriteReportOut:
+        """Add documents, or replace them by id (their old passages go). Only new and changed passages are
+        embedded; searches keep answering from the previous version until the new one is committed.
+        Needs ``Authorization: Bearer <CITERAG_API_KEY>`` when a key is set."""
+        service.writes.check(credentials)
+        docs = [item.to_document() for item in documents]
+        first: dict[str, int] = {}
+        for position, doc in enumerate(docs):
+            if doc.doc_id in first and docs[first[doc.doc_id]] != doc:
+                raise RequestValidationError([{
+                    "loc": ["body", position, "id"], "type": "value_error",
+                    "msg": f"id {doc.doc_id!r} is also item {first[doc.doc_id]} with other content; ids must be unique",
+                }])
+            first.setdefault(doc.doc_id, position)
+        return WriteReportOut.of(service.backend.add_documents(list({d.doc_id: d for d in docs}.values())))
+
+    @app.delete("/documents/{doc_id:path}", responses={401: {}, 403: {}, 404: {}})
+    def delete_document(doc_id: str, service: ServiceDep, credentials: BearerDep) -> WriteReportOut:
+        """Remove a document and all its passages. Needs the API key when one is set."""
+        service.writes.check(credentials)
+        return WriteReportOut.of(service.backend.delete_documents([doc_id]))
 
     return app
 

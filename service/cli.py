@@ -91,13 +91,19 @@ def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log prog
 @one_line_errors
 def index_command(
     paths: Annotated[list[Path] | None, typer.Argument(help="Files or directories (.txt, .jsonl, .jsonl.gz).")] = None,
+    add: Annotated[
+        bool, typer.Option("--add", help="Add PATHS to the live index (replacing documents by id) instead of rebuilding.")
+    ] = False,
     index_dir: IndexDirOption = None,
 ) -> None:
-    """Build the index from PATHS (default: the shipped ICML 2026 corpus), replacing the live one atomically."""
+    """Build the index from PATHS (default: the shipped ICML 2026 corpus), replacing the live one atomically.
+    With --add, only new and changed documents are embedded and the others are kept."""
     from service.pipeline import build
 
+    if add and not paths:
+        _fail("--add needs PATHS: the files or directories to add")
     settings = _settings(index_dir)
-    index = build(settings, paths or settings.corpus)
+    index = build(settings, paths or settings.corpus, add=add)
     console.print(f"indexed {len(index.documents)} documents, {len(index.passages)} passages into {index.path}")
 
 
@@ -273,7 +279,7 @@ def serve(
     from service.api import create_app
     from service.pipeline import ensure_index
 
-    settings = _settings(index_dir)
+    settings = _settings(index_dir).model_copy(update={"host": host, "port": port})
     index = ensure_index(settings, show_progress=True)
     console.print(f"index: {len(index.documents)} documents, {len(index.passages)} passages ({index.path})")
     from service.observability import json_logging

@@ -3,16 +3,21 @@ generator, answerer. The API and the CLI both start here."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from functools import lru_cache
 from pathlib import Path
 
-from index.build import build_index
+from index.build import build_index, update_index
 from index.chunking import Chunker
 from index.embed import SentenceTransformerEmbedder
-from index.ingest import load_documents
+from index.embedded import EmbeddedBackend
+from index.ingest import load_documents, source_files
+from index.backend import Searcher
 from index.retrieve import Retriever
-from index.store import IndexConfig, IndexStore, LoadedIndex, corpus_fingerprint
+from index.store import IndexConfig, IndexStore, LoadedIndex
+from index.types import Document
 from service.answer import Answerer
 from service.generator import Generator
 from service.models import GENERATORS, assemble_gguf, embedding_model_dir
@@ -45,8 +50,36 @@ def index_config(settings: Settings, embedder: SentenceTransformerEmbedder) -> I
     )
 
 
-def build(settings: Settings, paths: list[Path], show_progress: bool = True) -> LoadedIndex:
+def make_chunker(settings: Settings, embedder: SentenceTransformerEmbedder) -> Chunker:
+    """The chunker the settings ask for, sized in ``embedder``'s word pieces."""
+    return Chunker(embedder.tokenizer, embedder.max_seq_length, settings.chunk_tokens, settings.chunk_overlap)
+
+
+def source_signature(paths: list[Path]) -> str:
+    """sha256 over ``(file, size, mtime_ns)`` of every source file under ``paths``: a cheap change detector that
+    reads no file content (a start-up over an unchanged 23k-abstract corpus costs a few ``stat`` calls).
+
+    Raises:
+        IngestError: a path is missing or a directory holds no source file.
+    """
+    stats = [(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in source_files(paths)]
+    return hashlib.sha256(json.dumps(stats).encode()).hexdigest()
+
+
+def _source_manifest(paths: list[Path], documents: list[Document]) -> dict[str, object]:
+    return {
+        "sources": [str(Path(p).resolve()) for p in paths],
+        "source_signature": source_signature(paths),
+        "source_documents": [doc.doc_id for doc in documents],
+    }
+
+
+def build(settings: Settings, paths: list[Path], show_progress: bool = True, add: bool = False) -> LoadedIndex:
     """Ingest ``paths`` and write a new live index version under ``settings.index_dir``.
+
+    Args:
+        add: keep the live documents and add (or replace, by id) those of ``paths``, embedding only new and changed
+            passages; ``paths`` join the index's sources. Without it the index holds exactly ``paths``' documents.
 
     Raises:
         IngestError: a source file is bad (nothing is written; the previous index stays live).
@@ -55,44 +88,74 @@ def build(settings: Settings, paths: list[Path], show_progress: bool = True) -> 
     store.ensure_writable()
     documents = load_documents(paths)
     embedder = load_embedder()
-    chunker = Chunker(embedder.tokenizer, embedder.max_seq_length, settings.chunk_tokens, settings.chunk_overlap)
-    build_index(
-        documents,
-        store,
-        embedder,
-        chunker,
-        index_config(settings, embedder),
-        show_progress=show_progress,
-        extra_manifest={"sources": [str(Path(p).resolve()) for p in paths]},
+    config = index_config(settings, embedder)
+    chunker = make_chunker(settings, embedder)
+    if not add or store.current() is None:
+        build_index(
+            documents, store, embedder, chunker, config, show_progress=show_progress,
+            extra_manifest=_source_manifest(paths, documents), dense_kind=settings.dense_index,
+        )
+        return store.load()
+    manifest = store.load().manifest
+    sources = list(dict.fromkeys([*manifest.get("sources", []), *(str(Path(p).resolve()) for p in paths)]))
+    source_ids = list(dict.fromkeys([*manifest.get("source_documents", []), *(d.doc_id for d in documents)]))
+    extra = {**_source_manifest([Path(p) for p in sources], []), "source_documents": source_ids}
+    update_index(
+        store, embedder, chunker, config, upserts=documents, extra_manifest=extra,
+        show_progress=show_progress, dense_kind=settings.dense_index,
     )
     return store.load()
 
 
 def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
-    """The live index, built when missing and rebuilt when stale.
+    """The live index, built when missing and brought up to date with its sources.
 
-    The sources are those recorded in the live index's manifest (what ``citerag index PATHS`` built it from), or
-    ``settings.corpus`` on first run. The index is rebuilt from them when the documents they hold now differ from
-    the indexed ones (corpus fingerprint), when an index setting changed, or when the index fails verification.
-    Sources that no longer exist leave the index as it is (logged).
+    The sources are those recorded in the live index's manifest (what ``citerag index PATHS`` and
+    ``citerag index --add PATHS`` built it from), or ``settings.corpus`` on first run. When their files' sizes and
+    modification times are as recorded, the index is served as it is (no file is read). Otherwise the sources are
+    re-read and applied as an update: new and changed documents are (re-)indexed, documents that left the sources
+    are removed, and documents added through the API are kept. A change of index settings, or an index that fails
+    verification, rebuilds from the sources. Sources that no longer exist leave the index as it is (logged).
     """
     store = IndexStore(settings.index_dir)
-    wanted_config = index_config(settings, load_embedder())
-    paths = list(settings.corpus)
+    embedder = load_embedder()
+    wanted_config = index_config(settings, embedder)
     try:
         index = store.load() if store.current() is not None else None
     except Exception as exc:  # noqa: BLE001 - any unreadable index (bad pointer, checksum) is rebuilt, reason logged
         log.warning("index in %s refused (%s); rebuilding", settings.index_dir, exc)
         index = None
-    if index is not None:
-        paths = [Path(p) for p in index.manifest.get("sources", paths)]
-        if not all(p.exists() for p in paths):
-            log.warning("sources of the index %s are gone; serving it as built", [str(p) for p in paths])
-            return index
-        if index.config == wanted_config and index.fingerprint == corpus_fingerprint(load_documents(paths)):
-            return index
-        log.info("corpus or settings changed since the index was built; rebuilding")
-    return build(settings, paths, show_progress=show_progress)
+    if index is None:
+        return build(settings, list(settings.corpus), show_progress=show_progress)
+    paths = [Path(p) for p in index.manifest.get("sources", settings.corpus)]
+    if not all(p.exists() for p in paths):
+        log.warning("sources of the index %s are gone; serving it as built", [str(p) for p in paths])
+        return index
+    if index.config != wanted_config:
+        log.info("index settings changed since the index was built; rebuilding from %s", [str(p) for p in paths])
+        documents = load_documents(paths)
+        from_sources = set(index.manifest.get("source_documents", index.documents)) | {d.doc_id for d in documents}
+        added = [doc for doc_id, doc in index.documents.items() if doc_id not in from_sources]  # by the API: kept
+        build_index(
+            documents + added, store, embedder, make_chunker(settings, embedder), wanted_config,
+            show_progress=show_progress, extra_manifest=_source_manifest(paths, documents),
+            dense_kind=settings.dense_index,
+        )
+        return store.load()
+    if index.manifest.get("source_signature") == source_signature(paths):
+        return index
+    log.info("sources changed since the index was built; updating")
+    documents = load_documents(paths)
+    previous = set(index.manifest.get("source_documents", index.documents))
+    current = {doc.doc_id for doc in documents}
+    update_index(
+        store, embedder, make_chunker(settings, embedder), wanted_config,
+        upserts=documents,
+        deletes=[doc_id for doc_id in index.documents if doc_id in previous and doc_id not in current],
+        extra_manifest=_source_manifest(paths, documents),
+        show_progress=show_progress, dense_kind=settings.dense_index,
+    )
+    return store.load()
 
 
 def open_retriever(settings: Settings, index: LoadedIndex) -> Retriever:
@@ -107,6 +170,20 @@ def open_retriever(settings: Settings, index: LoadedIndex) -> Retriever:
     )
 
 
+def open_backend(settings: Settings, index: LoadedIndex) -> EmbeddedBackend:
+    """The embedded backend over ``index`` (searches, and writes new versions under ``settings.index_dir``)."""
+    embedder = load_embedder()
+    return EmbeddedBackend(
+        IndexStore(settings.index_dir),
+        index,
+        lambda loaded: open_retriever(settings, loaded),
+        embedder,
+        make_chunker(settings, embedder),
+        index_config(settings, embedder),
+        dense_kind=settings.dense_index,
+    )
+
+
 def generator_path(settings: Settings) -> Path:
     """The GGUF file to load: ``settings.generator_path``, or the packaged generator assembled into the cache."""
     if settings.generator_path is not None:
@@ -114,7 +191,7 @@ def generator_path(settings: Settings) -> Path:
     return assemble_gguf(GENERATORS[settings.generator], settings.cache_dir)
 
 
-def open_answerer(settings: Settings, retriever: Retriever) -> Answerer:
+def open_answerer(settings: Settings, retriever: Searcher) -> Answerer:
     """Load the generator (once per call: the API keeps the result for the process lifetime)."""
     generator = Generator(generator_path(settings), n_ctx=settings.n_ctx, threads=settings.threads)
     return Answerer(

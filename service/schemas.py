@@ -6,7 +6,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from index.backend import WriteReport
 from index.filters import compile_filters
+from index.ingest import META_FIELDS, make_document
 from index.retrieve import SearchResult
 from index.types import Document
 from service.answer import Answer
@@ -173,3 +175,56 @@ class Health(BaseModel):
     passages: int
     index_version: str
     generator_loaded: bool
+
+
+MAX_DOCUMENT_CHARS = 200_000
+MAX_DOCUMENTS_PER_REQUEST = 1000
+
+
+class DocumentIn(BaseModel):
+    """One document in a ``POST /documents`` body: ``text`` is required; ``id`` defaults to a hash of the text."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | None = Field(None, min_length=1, max_length=200, description="Stable id; replaces a document with it.")
+    title: str = Field("", max_length=1000)
+    text: str = Field(..., min_length=1, max_length=MAX_DOCUMENT_CHARS, description="The abstract (any Unicode).")
+    venue: str | None = Field(None, max_length=200)
+    year: int | None = Field(None, ge=1000, le=9999, strict=True)
+    url: str | None = Field(None, max_length=2000)
+    authors: list[str] | None = Field(None, max_length=500)
+
+    _check_text = field_validator("text")(_not_blank)
+
+    @field_validator("id", "title", "venue", "url")
+    @classmethod
+    def _no_control_characters(cls, value: str | None) -> str | None:
+        if value is not None and any(ord(ch) < 32 for ch in value):
+            raise ValueError("must not contain control characters")
+        return value
+
+    def to_document(self) -> Document:
+        """The :class:`~index.types.Document` to index (``meta.source`` is ``"api"``)."""
+        meta = {key: getattr(self, key) for key in META_FIELDS if getattr(self, key) not in (None, "", [])}
+        return make_document(self.text, self.title, self.id, {**meta, "source": "api"})
+
+
+class WriteReportOut(BaseModel):
+    """What a ``POST`` or ``DELETE /documents`` changed (see :class:`index.backend.WriteReport`)."""
+
+    added: list[str]
+    replaced: list[str]
+    updated: list[str]
+    unchanged: list[str]
+    deleted: list[str]
+    skipped: list[dict[str, str]]
+    passages_embedded: int = Field(description="Passages sent to the encoder by this write.")
+    version: str = Field(description="The live index version after the write.")
+
+    @classmethod
+    def of(cls, report: WriteReport) -> WriteReportOut:
+        return cls(
+            added=report.added, replaced=report.replaced, updated=report.updated, unchanged=report.unchanged,
+            deleted=report.deleted, skipped=[{"doc_id": i, "reason": r} for i, r in report.skipped],
+            passages_embedded=report.passages_embedded, version=report.version,
+        )

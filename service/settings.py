@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -56,6 +56,9 @@ class Settings(BaseSettings):
     fusion: Literal["bounded", "rrf", "weighted"] = Field(
         "bounded", description="Hybrid fusion: bounded (default, see eval/results/scifact.md), rrf or weighted."
     )
+    dense_index: Literal["auto", "flat", "hnsw"] = Field(
+        "auto", description="FAISS index: flat (exact), hnsw (approximate), or auto: flat below 200,000 passages."
+    )
     rrf_k: int = Field(60, ge=0, description="RRF constant (Cormack et al. 2009).")
     weight_bm25: float = Field(0.5, ge=0, description="BM25 weight for bounded and weighted fusion.")
     weight_dense: float = Field(0.5, ge=0, description="Dense weight for bounded and weighted fusion.")
@@ -76,6 +79,11 @@ class Settings(BaseSettings):
     # HTTP.
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest accepted request body (bytes); more is 413.")
     cors_origins: list[str] = Field([], description="Origins allowed by CORS; empty (default) = CORS off.")
+    api_key: SecretStr | None = Field(
+        None,
+        description="Bearer key for the write endpoints (POST/DELETE /documents). Unset: writes are allowed only "
+        "when the service listens on a loopback address.",
+    )
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
 

@@ -15,6 +15,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 SEEDS = ROOT / "data" / "icml2026"
+API_KEY = "test-key-0123456789"
 EDEN = "426b26a7dd0533a9"  # doc_id of the EDEN abstract (sha256 of its normalised text)
 
 
@@ -67,10 +68,11 @@ def seed_settings(settings_factory):
 
 @pytest.fixture(scope="session")
 def api_client(seed_settings) -> Iterator:
-    """A TestClient over the real app (real index, embedder and default generator)."""
+    """A TestClient over the real app (real index, embedder and default generator); writes need ``API_KEY``."""
     from fastapi.testclient import TestClient
 
     from service.api import create_app
 
-    with TestClient(create_app(seed_settings)) as client:
+    # a key is set, so generated requests (schemathesis) cannot change the shared index: writes get 401
+    with TestClient(create_app(seed_settings.model_copy(update={"api_key": API_KEY}))) as client:
         yield client

@@ -44,3 +44,27 @@ def test_a_pointer_to_a_missing_version_is_rebuilt(settings_factory) -> None:
     (settings.index_dir / "CURRENT").write_text("v999999-gone\n")
     rebuilt = ensure_index(settings, show_progress=False)
     assert rebuilt.path != first.path and len(rebuilt.documents) == 38
+
+
+def test_start_up_applies_source_changes_as_an_update_and_keeps_api_documents(settings_factory, tmp_path: Path) -> None:
+    from index.ingest import load_documents, make_document
+    from service.pipeline import open_backend
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    seed = sorted(SEEDS.glob("*.txt"))[0]
+    shutil.copy(seed, corpus / seed.name)
+    settings = settings_factory(corpus=[corpus])
+    first = ensure_index(settings, show_progress=False)
+    api_doc = make_document("Zorblax quantisation halves memory.", "Zorblax", "zx-1", {"source": "api"})
+    open_backend(settings, first).add_documents([api_doc])
+
+    docs = load_documents([corpus])
+    dropped, kept = docs[0], docs[1:]
+    (corpus / seed.name).write_text("header\n\n" + "\n\n".join(d.text for d in kept) + "\n\nA new abstract on RAG.\n")
+    updated = ensure_index(settings, show_progress=False)
+    assert dropped.doc_id not in updated.documents  # left the source: removed
+    assert "zx-1" in updated.documents  # added through the API: kept
+    assert len(updated.documents) == 19 + 1  # 18 kept + 1 new from the file + the API document
+    assert updated.manifest["source_signature"] != first.manifest["source_signature"]
+    assert ensure_index(settings, show_progress=False).path == updated.path  # unchanged stat: no re-read

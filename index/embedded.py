@@ -1,0 +1,131 @@
+"""The embedded backend: FAISS + bm25s files in a versioned directory, searched in-process.
+
+Readers never lock: each search reads one immutable ``(index, retriever)`` snapshot, and a write swaps in a new
+snapshot only after the new version is committed and verified, so a search sees the corpus before or after a write,
+never a mix. Writes are serialised by a lock (one writer at a time per process).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from index.backend import WriteReport
+from index.build import update_index
+from index.chunking import Chunker
+from index.embed import Embedder
+from index.filters import Filters
+from index.retrieve import Retriever, SearchResult
+from index.store import IndexConfig, IndexStore, LoadedIndex
+from index.types import Document, FusionMethod, Passage, RetrievalMode
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One live index version and the retriever over it."""
+
+    index: LoadedIndex
+    retriever: Retriever
+
+
+class EmbeddedBackend:
+    """:class:`~index.backend.SearchBackend` over an :class:`~index.store.IndexStore`.
+
+    Args:
+        store: the index directory (a version must be live: build one first).
+        index: the live version, already loaded.
+        open_retriever: makes the retriever for a loaded version (carries the fusion settings).
+        embedder: encoder for new passages (may be a caching wrapper); the retriever has its own for queries.
+        chunker, config: as the live index was built with.
+        dense_kind: ``"auto"``, ``"flat"`` or ``"hnsw"`` for versions this backend writes.
+        on_swap: called with each new snapshot after a write (e.g. to update metrics).
+    """
+
+    name = "embedded"
+
+    def __init__(
+        self,
+        store: IndexStore,
+        index: LoadedIndex,
+        open_retriever: Callable[[LoadedIndex], Retriever],
+        embedder: Embedder,
+        chunker: Chunker,
+        config: IndexConfig,
+        dense_kind: str = "auto",
+    ) -> None:
+        self.store = store
+        self._open_retriever = open_retriever
+        self.embedder = embedder
+        self.chunker = chunker
+        self.config = config
+        self.dense_kind = dense_kind
+        self._write_lock = threading.Lock()
+        self.snapshot = Snapshot(index, open_retriever(index))
+
+    @property
+    def index(self) -> LoadedIndex:
+        """The live version."""
+        return self.snapshot.index
+
+    @property
+    def retriever(self) -> Retriever:
+        """The retriever over the live version."""
+        return self.snapshot.retriever
+
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        mode: RetrievalMode = "hybrid",
+        one_per_doc: bool = False,
+        fusion: FusionMethod | None = None,
+        filters: Filters | None = None,
+    ) -> list[SearchResult]:
+        """See :meth:`index.retrieve.Retriever.search`."""
+        return self.snapshot.retriever.search(query, k, mode, one_per_doc, fusion, filters)
+
+    def add_documents(self, documents: list[Document]) -> WriteReport:
+        """Insert or replace ``documents`` (see :func:`index.build.update_index`)."""
+        return self._write(upserts=documents)
+
+    def delete_documents(self, doc_ids: list[str]) -> WriteReport:
+        """Remove documents and their passages.
+
+        Raises:
+            DocumentNotFound: an id is not indexed (nothing is written).
+        """
+        return self._write(deletes=doc_ids)
+
+    def _write(self, upserts: list[Document] = [], deletes: list[str] = []) -> WriteReport:  # noqa: B006 - read only
+        with self._write_lock:
+            path, report = update_index(
+                self.store, self.embedder, self.chunker, self.config, upserts, deletes, dense_kind=self.dense_kind
+            )
+            if path != self.snapshot.index.path:
+                index = self.store.load()
+                self.snapshot = Snapshot(index, self._open_retriever(index))
+        return report
+
+    def document(self, doc_id: str) -> Document | None:
+        """One document by id, or ``None``."""
+        return self.snapshot.index.documents.get(doc_id)
+
+    def documents(self, offset: int = 0, limit: int = 100) -> list[Document]:
+        """Documents in index order, ``limit`` from ``offset``."""
+        docs = self.snapshot.index.documents
+        return [docs[doc_id] for doc_id in list(docs)[offset : offset + limit]]
+
+    def passages_of(self, doc_id: str) -> list[Passage]:
+        """The passages of one document in order (``[]`` for an unknown id)."""
+        return self.snapshot.index.passages_of(doc_id)
+
+    def stats(self) -> dict[str, int | str]:
+        """``documents``, ``passages``, ``version`` (the live version directory) and ``dense_index`` kind."""
+        index = self.snapshot.index
+        return {
+            "documents": len(index.documents),
+            "passages": len(index.passages),
+            "version": index.path.name,
+            "dense_index": index.dense.kind,
+        }

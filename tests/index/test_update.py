@@ -1,0 +1,150 @@
+"""Incremental updates: only new and changed passages are embedded; replaced and deleted documents leave no stale
+passage in BM25 or FAISS. A counting stand-in embedder (storage is the subject, not the model)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from index.build import build_index, update_index
+from index.chunking import Chunker
+from index.dense import choose_kind
+from index.embedded import EmbeddedBackend
+from index.errors import DocumentNotFound
+from index.ingest import load_documents, make_document
+from index.retrieve import Retriever
+from index.store import IndexConfig, IndexStore
+from tests.conftest import EDEN, SEEDS, HashEmbedder
+
+
+class CountingEmbedder(HashEmbedder):
+    """HashEmbedder that records how many texts it was asked to embed."""
+
+    def __init__(self) -> None:
+        self.embedded = 0
+
+    def encode(self, texts: list[str], *, show_progress: bool = False) -> np.ndarray:
+        self.embedded += len(texts)
+        return super().encode(texts)
+
+
+@pytest.fixture()
+def built(tokenizer, tmp_path: Path):
+    embedder = CountingEmbedder()
+    chunker = Chunker(tokenizer, 256, 128, 64)
+    config = IndexConfig(embedder.name, embedder.dim, 256, 128, 64)
+    store = IndexStore(tmp_path / "idx")
+    build_index(load_documents([SEEDS]), store, embedder, chunker, config, show_progress=False)
+    embedder.embedded = 0
+    return store, embedder, chunker, config
+
+
+def _update(built, upserts=(), deletes=()):
+    store, embedder, chunker, config = built
+    return update_index(store, embedder, chunker, config, upserts, deletes)
+
+
+NEW = make_document("Zorblax quantisation halves the memory of sparse transformers.", "Zorblax", "new-1")
+
+
+def test_adding_embeds_only_the_new_passages_and_keeps_every_old_one(built) -> None:
+    store = built[0]
+    before = store.load()
+    path, report = _update(built, [NEW])
+    after = store.load()
+    assert report.added == ["new-1"] and report.passages_embedded == 1 and built[1].embedded == 1
+    assert path == after.path != before.path
+    assert len(after.documents) == 39 and len(after.passages) == len(before.passages) + 1
+    # the kept passages keep their exact vectors (read back from FAISS, not re-embedded)
+    np.testing.assert_array_equal(after.dense.vectors()[: len(before.passages)], before.dense.vectors())
+    retriever = Retriever(after, built[1])
+    assert retriever.search("zorblax", k=1, mode="bm25")[0].passage.doc_id == "new-1"
+    assert retriever.search("EDEN parameters", k=1, mode="bm25")[0].passage.doc_id == EDEN
+
+
+def test_replacing_a_document_leaves_no_stale_passage(built) -> None:
+    _update(built, [NEW])
+    changed = make_document("Quuxify lowers the latency of retrieval.", "Quuxify", "new-1")
+    _, report = _update(built, [changed])
+    index = built[0].load()
+    assert report.replaced == ["new-1"] and report.passages_embedded == 1
+    assert [p.text for p in index.passages_of("new-1")] == ["Quuxify lowers the latency of retrieval."]
+    retriever = Retriever(index, built[1])
+    assert retriever.search("zorblax", k=5, mode="bm25") == []
+    assert all(r.passage.doc_id != "new-1" or "Quuxify" in r.passage.text for r in retriever.search("zorblax", k=50, mode="dense"))
+    assert index.dense.size == len(index.passages)
+
+
+def test_deleting_removes_the_document_from_both_retrievers(built) -> None:
+    _, report = _update(built, deletes=[EDEN])
+    index = built[0].load()
+    assert report.deleted == [EDEN] and report.passages_embedded == 0
+    assert EDEN not in index.documents and index.passages_of(EDEN) == []
+    retriever = Retriever(index, built[1])
+    hits = retriever.search("EDEN 28 billion parameters", k=100, mode="hybrid")
+    assert hits and all(r.passage.doc_id != EDEN for r in hits)
+    assert index.dense.size == len(index.passages) == index.bm25.size
+
+
+def test_an_unknown_id_to_delete_writes_nothing(built) -> None:
+    store = built[0]
+    before = store.current()
+    with pytest.raises(DocumentNotFound, match="no document with id 'nope'"):
+        _update(built, deletes=["nope"])
+    assert store.current() == before
+
+
+def test_unchanged_documents_write_no_version_and_metadata_changes_keep_vectors(built) -> None:
+    store = built[0]
+    doc = store.load().documents[EDEN]
+    before = store.current()
+    path, report = _update(built, [doc])
+    assert report.unchanged == [EDEN] and path == before == store.current()
+
+    retagged = make_document(doc.text, doc.title, doc.doc_id, {**doc.meta, "venue": "icml"})
+    _, report = _update(built, [retagged])
+    assert report.updated == [EDEN] and report.passages_embedded == 0 and built[1].embedded == 0
+    assert store.load().documents[EDEN].meta["venue"] == "icml"
+
+
+def test_searches_during_writes_see_the_old_or_the_new_corpus_never_a_mix(built) -> None:
+    store, embedder, chunker, config = built
+    backend = EmbeddedBackend(store, store.load(), lambda i: Retriever(i, embedder), embedder, chunker, config)
+    seen: set[tuple[int, bool]] = set()
+    stop = threading.Event()
+
+    def search() -> None:
+        while not stop.is_set():
+            snapshot = backend.snapshot
+            n = len(snapshot.index.passages)
+            found = any(r.passage.doc_id == "new-1" for r in snapshot.retriever.search("zorblax", k=3, mode="bm25"))
+            seen.add((n, found))
+
+    reader = threading.Thread(target=search)
+    reader.start()
+    try:
+        backend.add_documents([NEW])
+        backend.delete_documents(["new-1"])
+    finally:
+        stop.set()
+        reader.join()
+    base = len(store.load().passages)
+    assert seen <= {(base, False), (base + 1, True)}
+    assert backend.stats()["documents"] == 38
+
+
+def test_the_dense_index_kind_follows_the_size_threshold(built) -> None:
+    assert choose_kind(199_999) == "flat" and choose_kind(200_000) == "hnsw"
+    assert choose_kind(10, "hnsw") == "hnsw" and choose_kind(10**7, "flat") == "flat"
+    with pytest.raises(ValueError, match="'auto', 'flat' or 'hnsw'"):
+        choose_kind(10, "ivf")
+    store, embedder, chunker, config = built
+    update_index(store, embedder, chunker, config, [NEW], dense_kind="hnsw")
+    index = store.load()
+    assert index.dense.kind == "hnsw"
+    query = embedder.encode(["sparse transformers memory"])[0]
+    exact = np.argsort(-(index.dense.vectors() @ query), kind="stable")[:5]
+    assert [hit.row for hit in index.dense.search(query, 5)] == exact.tolist()  # 1k vectors: HNSW finds all
