@@ -6,6 +6,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
@@ -26,7 +29,11 @@ install: $(STAMP)
 serve: $(STAMP)
 	$(VENV)/bin/citerag serve --host $${CITERAG_HOST:-127.0.0.1} --port $${CITERAG_PORT:-8000}
 
-test: $(STAMP)
+# The browser test of the web page drives Debian's chromium (Playwright never downloads a browser here).
+$(CHROMIUM):
+	$(APT) install -y chromium || { $(APT) update && $(APT) install -y chromium; }
+
+test: $(STAMP) $(CHROMIUM)
 	$(PY) -m pytest
 
 test-fast: $(STAMP)

@@ -1,4 +1,4 @@
-"""The HTTP JSON API (FastAPI). OpenAPI docs at ``/docs``.
+"""The HTTP JSON API (FastAPI). OpenAPI docs at ``/docs``; the web page at ``/`` (:mod:`service.web`).
 
 Models and the index load once, in the lifespan; ``/ask`` and ``/search`` are synchronous handlers, which FastAPI
 runs in its thread pool, so ``/health`` answers while a generation is running.
@@ -56,6 +56,7 @@ from service.observability import Metrics, RequestContext
 from service.openai_compat import MODEL_ID, ChatRequest, completion, stream_of
 from service.settings import Settings, get_settings
 from service.streaming import answer_events
+from service.web import mount_web
 
 log = logging.getLogger(__name__)
 
@@ -348,6 +349,7 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
         service.writes.check(credentials)
         return WriteReportOut.of(service.backend.delete_documents([doc_id]))
 
+    mount_web(app)
     return app
 
 

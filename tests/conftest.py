@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -76,3 +79,41 @@ def api_client(seed_settings) -> Iterator:
     # a key is set, so generated requests (schemathesis) cannot change the shared index: writes get 401
     with TestClient(create_app(seed_settings.model_copy(update={"api_key": API_KEY}))) as client:
         yield client
+
+
+@contextmanager
+def serving(app, lifespan: str = "on") -> Iterator[str]:
+    """Serve ``app`` over real HTTP: uvicorn in a background thread on 127.0.0.1 and a free port (the OS picks it).
+
+    Args:
+        lifespan: ``"on"`` runs the app's lifespan (loads index and models); ``"off"`` serves an app whose lifespan
+            already ran (e.g. ``api_client.app``), sharing its loaded models.
+
+    Yields:
+        The base URL, e.g. ``http://127.0.0.1:41234``.
+
+    Raises:
+        RuntimeError: the server stopped before it started listening (its error is in the log).
+    """
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, lifespan=lifespan, log_level="warning"))
+    thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
+    thread.start()
+    while not server.started:  # the lifespan may load models first: minutes on a busy machine
+        if not thread.is_alive():
+            raise RuntimeError("uvicorn stopped before listening; see its log above")
+        time.sleep(0.05)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join()
+
+
+@pytest.fixture(scope="session")
+def live_server(api_client) -> Iterator[str]:
+    """The ``api_client`` app (real index and models, already started) served over real HTTP; the base URL."""
+    with serving(api_client.app, lifespan="off") as url:
+        yield url

@@ -1,0 +1,190 @@
+// citerag web page: asks POST /ask with "stream": true and renders its server-sent events (passages, token...,
+// answer | error); citations open the cited span inside the full abstract (GET /documents/{id}).
+// Every piece of document or model text reaches the DOM as text (textContent / append(string)), never as HTML.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+let inFlight = null; // AbortController of the running question
+
+function el(tag, text, className) {
+  const node = document.createElement(tag);
+  if (text !== undefined) node.textContent = text;
+  if (className) node.className = className;
+  return node;
+}
+
+function setState(state, message) {
+  $("app").dataset.state = state;
+  $("status").textContent = message;
+}
+
+// Parse a text/event-stream body (WHATWG HTML "server-sent events"): yields {event, data} with data JSON-decoded.
+async function* serverSentEvents(response) {
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value;
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      let event = "message";
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event:")) event = line.slice(6).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+      }
+      if (data.length) yield { event, data: JSON.parse(data.join("\n")) };
+    }
+  }
+}
+
+async function postJson(path, body, signal) {
+  const response = await fetch(path, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+    signal,
+  });
+  if (!response.ok) throw new Error(await problem(response));
+  return response;
+}
+
+// One line for a failed request: the API's JSON "detail" (a string, or a list of field errors).
+async function problem(response) {
+  let detail = response.statusText;
+  try {
+    const body = await response.json();
+    detail = Array.isArray(body.detail)
+      ? body.detail.map((e) => `${e.loc.slice(1).join(".")}: ${e.msg}`).join("; ")
+      : String(body.detail);
+  } catch (_) { /* not JSON: keep the status text */ }
+  const retry = response.headers.get("Retry-After");
+  return `HTTP ${response.status}: ${detail}${retry ? ` (retry in ${retry} s)` : ""}`;
+}
+
+// The full abstract with characters [start, end) marked. Offsets are Python code points, so the text is split
+// into code points (Array.from), not UTF-16 units, before slicing.
+async function openPassage(docId, start, end, heading) {
+  let doc;
+  try {
+    const response = await fetch(`/documents/${encodeURIComponent(docId)}`);
+    if (!response.ok) throw new Error(await problem(response));
+    doc = await response.json();
+  } catch (error) {
+    setState("error", `Could not open the document: ${error.message}`);
+    return;
+  }
+  const chars = Array.from(doc.text);
+  $("passage-heading").textContent = heading;
+  $("passage-title").textContent = `${doc.label} (${doc.doc_id})`;
+  $("passage-text").replaceChildren(
+    chars.slice(0, start).join(""),
+    el("mark", chars.slice(start, end).join("")),
+    chars.slice(end).join(""),
+  );
+  const section = $("passage");
+  section.hidden = false;
+  section.focus();
+}
+
+function citationButton(citation) {
+  const button = el("button", `[${citation.n}]`, "cite");
+  button.type = "button";
+  button.setAttribute("aria-label", `Citation ${citation.n}: open the cited passage of ${citation.title}`);
+  button.addEventListener("click", () =>
+    openPassage(citation.doc_id, citation.start, citation.end, `Cited passage [${citation.n}]`));
+  return button;
+}
+
+// The checked answer, each [n] marker that has a citation turned into a button.
+function renderAnswer(body) {
+  const answer = $("answer");
+  const byNumber = new Map(body.citations.map((c) => [c.n, c]));
+  const paragraph = el("p");
+  const marker = /\[(\d+)\]/g;
+  let last = 0;
+  for (let match; (match = marker.exec(body.answer)) !== null; last = marker.lastIndex) {
+    paragraph.append(body.answer.slice(last, match.index));
+    const citation = byNumber.get(Number(match[1]));
+    paragraph.append(citation ? citationButton(citation) : match[0]);
+  }
+  paragraph.append(body.answer.slice(last));
+  answer.replaceChildren(paragraph);
+  if (body.abstained) {
+    answer.classList.add("abstained");
+    answer.append(el("p", `The service abstained: ${body.reason}.`, "reason"));
+  }
+}
+
+function ranks(passage, mode) {
+  const at = (rank) => (rank === null ? "–" : `#${rank}`);
+  const parts = [`bm25 ${at(passage.bm25_rank)}`, `dense ${at(passage.dense_rank)}`];
+  if (mode === "hybrid") parts.push(`fused #${passage.rank}`);
+  return parts.join(" · ");
+}
+
+function renderSources(passages, mode) {
+  $("sources-note").textContent = mode === "hybrid"
+    ? "The passages given to the model; [n] in the answer is passage n."
+    : `Passages ranked by a ${mode} search for the question.`;
+  $("sources").replaceChildren(...passages.map((p) => {
+    const item = el("li");
+    const open = el("button", `${mode === "hybrid" ? `[${p.rank}]` : `#${p.rank}`} ${p.title}`, "source");
+    open.type = "button";
+    open.addEventListener("click", () => openPassage(p.doc_id, p.start, p.end, `Passage from ${mode} rank ${p.rank}`));
+    item.append(open, " ", el("span", ranks(p, mode), "ranks"));
+    return item;
+  }));
+}
+
+async function ask(question, mode, k) {
+  inFlight?.abort();
+  const controller = new AbortController();
+  inFlight = controller;
+  const answer = $("answer");
+  answer.replaceChildren();
+  answer.classList.remove("abstained");
+  answer.setAttribute("aria-busy", "true");
+  $("passage").hidden = true;
+  $("sources").replaceChildren();
+  setState("streaming", "Retrieving passages…");
+  try {
+    if (mode !== "hybrid") {
+      const search = await postJson("/search", { query: question, k, mode }, controller.signal);
+      renderSources((await search.json()).results, mode);
+    }
+    const response = await postJson("/ask", { question, k, stream: true }, controller.signal);
+    for await (const { event, data } of serverSentEvents(response)) {
+      if (event === "passages") {
+        if (mode === "hybrid") renderSources(data.passages, mode);
+        setState("streaming", "Generating the answer…");
+      } else if (event === "token") {
+        answer.append(data.text);
+      } else if (event === "answer") {
+        renderAnswer(data);
+        setState("done", data.abstained ? "No answer found." : `Answered in ${Math.round(data.timings_ms.total)} ms.`);
+      } else if (event === "error") {
+        setState("error", data.detail);
+      }
+    }
+    if ($("app").dataset.state === "streaming") setState("error", "The answer stream ended before the answer.");
+  } catch (error) {
+    if (error.name !== "AbortError") setState("error", error.message);
+  } finally {
+    if (inFlight === controller) { // a newer question may have replaced this one
+      inFlight = null;
+      answer.setAttribute("aria-busy", "false");
+    }
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("ask-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const form = new FormData(event.target);
+    ask(String(form.get("question")).trim(), String(form.get("mode")), Number(form.get("k")));
+  });
+});

@@ -1,0 +1,178 @@
+"""The web page at ``/`` in a real browser: Debian's chromium driven by Playwright, against the real service (real
+index, embedder and generator) served by uvicorn over HTTP. ``make test`` installs chromium when it is missing."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from tests.conftest import EDEN, ROOT, serving
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+SCREENSHOT = ROOT / "tests" / "artifacts" / "web.png"
+WAIT_MS = 600_000  # a guard against a hung page, not a latency check: generation on a busy CPU is slow
+# Records the answer box's text after every change, with the page state at that moment (before app.js runs).
+RECORD_ANSWER = """
+window.__answerSnapshots = [];
+document.addEventListener("DOMContentLoaded", () => {
+  const answer = document.getElementById("answer");
+  new MutationObserver(() => window.__answerSnapshots.push(
+    [document.getElementById("app").dataset.state, answer.textContent],
+  )).observe(answer, { childList: true, characterData: true, subtree: true });
+});
+"""
+HOSTILE_TITLE = "<img src=x onerror=\"window.__pwned='title'\">Hostile title"
+HOSTILE_TEXT = (
+    "An abstract about protein folding with markup <script>window.__pwned='script'</script> and "
+    "<img src=x onerror=\"window.__pwned='img'\"> inside its text."
+)
+
+
+def test_page_and_its_assets_come_from_the_app_itself(settings_factory) -> None:
+    from fastapi.testclient import TestClient
+
+    from service.api import create_app
+    from service.web import CONTENT_SECURITY_POLICY
+
+    client = TestClient(create_app(settings_factory()))  # no `with`: the lifespan (index, models) does not run
+    page = client.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert page.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+    assets = re.findall(r'(?:src|href)="([^"]+)"', page.text)
+    assert sorted(assets) == ["/static/app.js", "/static/style.css"]  # no CDN, nothing from another origin
+    types = {asset: client.get(asset).headers["content-type"] for asset in assets}
+    assert types["/static/app.js"].startswith("text/javascript") and types["/static/style.css"].startswith("text/css")
+    assert "innerHTML" not in client.get("/static/app.js").text
+    assert client.get("/static/missing.js").status_code == 404
+    paths = client.get("/openapi.json").json()["paths"]
+    assert "/" not in paths and not any(path.startswith("/static") for path in paths)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: `make test` installs it, or run `apt-get install -y chromium`")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1000, "height": 900})
+    context.set_default_timeout(WAIT_MS)
+    page = context.new_page()
+    page.add_init_script(RECORD_ANSWER)
+    errors: list[Exception] = []
+    page.on("pageerror", lambda error: errors.append(error))
+    yield page
+    context.close()
+    assert errors == [], f"JavaScript errors on the page: {errors}"
+
+
+@pytest.fixture(scope="module")
+def hostile_server(settings_factory, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The real service over a two-document corpus whose title and text hold HTML that must never run."""
+    from service.api import create_app
+
+    corpus = tmp_path_factory.mktemp("hostile") / "hostile.jsonl"
+    docs = [
+        {"id": "hostile", "title": HOSTILE_TITLE, "text": HOSTILE_TEXT},
+        {"id": "benign", "title": "Benign", "text": "A plain abstract about graph neural networks for molecules."},
+    ]
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    with serving(create_app(settings_factory(corpus=[corpus]))) as url:
+        yield url
+
+
+def ask(page: Page, base_url: str, question: str, mode: str = "hybrid", k: int = 5) -> dict:
+    """Ask from the page by keyboard (Enter in the question box); wait until the answer is done.
+
+    Returns:
+        The final ``answer`` event the page received (the API's AskResponse), plus ``tokens``: the streamed texts.
+    """
+    page.goto(base_url + "/")
+    page.get_by_label("Question").fill(question)
+    page.get_by_label(mode, exact=True).check()
+    page.get_by_label("Passages (k)").fill(str(k))
+    with page.expect_response(lambda r: r.url == base_url + "/ask") as ask_response:
+        page.get_by_label("Question").press("Enter")
+    page.wait_for_selector("#app[data-state=done], #app[data-state=error]")
+    assert page.locator("#app").get_attribute("data-state") == "done", page.get_by_role("status").inner_text()
+    events = [block.split("\n", 1) for block in ask_response.value.text().strip().split("\n\n")]
+    data = [(name.removeprefix("event: "), json.loads(body.removeprefix("data: "))) for name, body in events]
+    final = next(body for name, body in data if name == "answer")
+    return {**final, "tokens": [body["text"] for name, body in data if name == "token"]}
+
+
+@pytest.mark.slow
+def test_streams_a_cited_answer_and_highlights_the_cited_span(page: Page, live_server: str) -> None:
+    result = ask(page, live_server, "How many parameters does EDEN have?")
+    assert result["abstained"] is False, result["reason"]
+
+    # the answer arrived token by token: growing prefixes of the streamed raw text were shown while streaming
+    raw = "".join(result["tokens"])
+    streamed = [text for state, text in page.evaluate("window.__answerSnapshots") if state == "streaming" and text]
+    assert len(result["tokens"]) > 1 and len(set(streamed)) > 1
+    assert all(raw.startswith(text) for text in streamed)
+
+    # the final, checked answer replaces the raw text; each citation is a button
+    shown = page.locator("#answer").inner_text()
+    assert shown == result["answer"] and "28" in shown
+    eden = next(c for c in result["citations"] if c["doc_id"] == EDEN)
+    assert page.locator("#answer button.cite").all_inner_texts() == [f"[{c['n']}]" for c in result["citations"]]
+    assert page.get_by_role("status").inner_text().startswith("Answered in ")
+
+    # sources: the k passages given to the model, with their bm25 / dense / fused ranks
+    sources = page.locator("#sources li")
+    assert sources.count() == 5
+    first = result["passages"][0]
+    assert first["doc_id"] == EDEN
+    assert sources.first.inner_text() == (
+        f"[1] {first['title']} bm25 #{first['bm25_rank']} · dense #{first['dense_rank']} · fused #1"
+    )
+
+    # clicking the citation shows the full EDEN abstract with exactly the cited span marked
+    page.locator("#answer button.cite", has_text=f"[{eden['n']}]").click()
+    mark = page.locator("#passage mark")
+    mark.wait_for()
+    document = httpx.get(f"{live_server}/documents/{EDEN}").json()
+    assert page.locator("#passage-text").inner_text() == document["text"]
+    assert mark.inner_text() == eden["text"] == document["text"][eden["start"] : eden["end"]]
+    assert "28" in mark.inner_text()
+    assert page.evaluate("document.activeElement.id") == "passage"  # focus follows, for keyboard users
+
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOT), full_page=True)
+
+
+@pytest.mark.slow
+def test_abstention_is_stated_with_its_reason(page: Page, live_server: str) -> None:
+    result = ask(page, live_server, "Who won the 2018 FIFA World Cup?")
+    assert result["abstained"] is True and result["citations"] == []
+    assert page.locator("#answer p").first.inner_text() == "Not found in the indexed abstracts."
+    assert page.locator("#answer .reason").inner_text() == f"The service abstained: {result['reason']}."
+    assert page.locator("#answer button.cite").count() == 0
+
+
+@pytest.mark.slow
+def test_document_markup_is_shown_as_text_never_run(page: Page, hostile_server: str) -> None:
+    ask(page, hostile_server, "protein folding markup", mode="bm25", k=2)
+    assert page.locator("#sources-note").inner_text() == "Passages ranked by a bm25 search for the question."
+    source = page.locator("#sources button.source").first
+    assert source.inner_text() == f"#1 {HOSTILE_TITLE}"
+
+    source.click()
+    page.locator("#passage mark").wait_for()
+    assert page.locator("#passage-text").inner_text() == HOSTILE_TEXT
+    assert page.locator("#passage-title").inner_text() == f"{HOSTILE_TITLE} (hostile)"
+    assert page.locator("main img, main script").count() == 0
+    assert page.evaluate("window.__pwned") is None
