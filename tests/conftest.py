@@ -73,11 +73,12 @@ def seed_settings(settings_factory):
 def api_client(seed_settings) -> Iterator:
     """A TestClient over the real app (real index, embedder and default generator); writes need ``API_KEY``."""
     from fastapi.testclient import TestClient
+    from pydantic import SecretStr
 
     from service.api import create_app
 
     # a key is set, so generated requests (schemathesis) cannot change the shared index: writes get 401
-    with TestClient(create_app(seed_settings.model_copy(update={"api_key": API_KEY}))) as client:
+    with TestClient(create_app(seed_settings.model_copy(update={"api_key": SecretStr(API_KEY)}))) as client:
         yield client
 
 
