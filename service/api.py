@@ -32,7 +32,7 @@ from index.errors import (
 from index.retrieve import Retriever
 from index.store import LoadedIndex
 from service.answer import Answer, Answerer
-from service.pipeline import ensure_index, open_answerer, open_retriever
+from service.pipeline import ensure_index, index_notes, open_answerer, open_retriever
 from service.schemas import (
     AskRequest,
     AskResponse,
@@ -126,6 +126,8 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
         metrics.passages.set(len(live.passages))
         metrics.queue_depth.set_function(lambda: app.state.service.gate.admitted)
         log.info("serving %d documents, %d passages from %s", len(live.documents), len(live.passages), live.path)
+        for note in index_notes(live):  # records skipped at ingest; an empty index
+            log.warning("%s (%s)", note, live.path)
         yield
 
     app = FastAPI(

@@ -94,11 +94,13 @@ def index_command(
     index_dir: IndexDirOption = None,
 ) -> None:
     """Build the index from PATHS (default: the shipped ICML 2026 corpus), replacing the live one atomically."""
-    from service.pipeline import build
+    from service.pipeline import build, index_notes
 
     settings = _settings(index_dir)
     index = build(settings, paths or settings.corpus)
     console.print(f"indexed {len(index.documents)} documents, {len(index.passages)} passages into {index.path}")
+    for note in index_notes(index):
+        console.print(note)
 
 
 @app.command()

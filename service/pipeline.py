@@ -10,7 +10,7 @@ from pathlib import Path
 from index.build import build_index
 from index.chunking import Chunker
 from index.embed import SentenceTransformerEmbedder
-from index.ingest import load_documents
+from index.ingest import load_documents, read_corpus
 from index.retrieve import Retriever
 from index.store import IndexConfig, IndexStore, LoadedIndex, corpus_fingerprint
 from service.answer import Answerer
@@ -45,15 +45,35 @@ def index_config(settings: Settings, embedder: SentenceTransformerEmbedder) -> I
     )
 
 
+EMPTY_INDEX = "the index is empty: /search returns no results and /ask abstains until documents are indexed"
+_SKIPPED_LISTED = 20  # skipped records named in the manifest and the CLI output
+
+
+def index_notes(index: LoadedIndex) -> list[str]:
+    """One line per thing an operator should know about ``index``: records skipped at ingest, an empty index."""
+    notes = []
+    skipped = index.manifest.get("skipped", {"records": 0, "first": []})
+    if skipped["records"]:
+        more = " …" if skipped["records"] > len(skipped["first"]) else ""
+        notes.append(f"skipped {skipped['records']} records without text: {', '.join(skipped['first'])}{more}")
+    if not index.documents:
+        notes.append(EMPTY_INDEX)
+    return notes
+
+
 def build(settings: Settings, paths: list[Path], show_progress: bool = True) -> LoadedIndex:
     """Ingest ``paths`` and write a new live index version under ``settings.index_dir``.
+
+    Records without text are skipped and listed in the manifest under ``skipped`` (see :func:`index_notes`); when no
+    document is left, or ``paths`` is empty, the new version is an empty index, which is served as such.
 
     Raises:
         IngestError: a source file is bad (nothing is written; the previous index stays live).
     """
     store = IndexStore(settings.index_dir)
     store.ensure_writable()
-    documents = load_documents(paths)
+    corpus = read_corpus(paths)
+    documents = corpus.documents
     embedder = load_embedder()
     chunker = Chunker(embedder.tokenizer, embedder.max_seq_length, settings.chunk_tokens, settings.chunk_overlap)
     build_index(
@@ -63,9 +83,15 @@ def build(settings: Settings, paths: list[Path], show_progress: bool = True) -> 
         chunker,
         index_config(settings, embedder),
         show_progress=show_progress,
-        extra_manifest={"sources": [str(Path(p).resolve()) for p in paths]},
+        extra_manifest={
+            "sources": [str(Path(p).resolve()) for p in paths],
+            "skipped": {"records": len(corpus.skipped), "first": corpus.skipped[:_SKIPPED_LISTED]},
+        },
     )
-    return store.load()
+    index = store.load()
+    for note in index_notes(index):
+        log.info("%s (%s)", note, index.path)
+    return index
 
 
 def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
