@@ -140,9 +140,20 @@ def generator_path(settings: Settings) -> Path:
     return assemble_gguf(GENERATORS[settings.generator], settings.cache_dir)
 
 
+@lru_cache(maxsize=2)
+def load_generator(path: Path, n_ctx: int, threads: int) -> Generator:
+    """The chat model in the GGUF file ``path``, loaded once per process for each ``(path, n_ctx, threads)``: every
+    app and command of the process shares it, and its lock lets one generation run at a time.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+    """
+    return Generator(path, n_ctx=n_ctx, threads=threads)
+
+
 def open_answerer(settings: Settings, retriever: Retriever) -> Answerer:
-    """Load the generator (once per call: the API keeps the result for the process lifetime)."""
-    generator = Generator(generator_path(settings), n_ctx=settings.n_ctx, threads=settings.threads)
+    """An answerer over ``retriever`` with the process's generator (:func:`load_generator`)."""
+    generator = load_generator(generator_path(settings), settings.n_ctx, settings.threads)
     return Answerer(
         retriever, generator, settings.max_answer_tokens, settings.min_dense_score, settings.generate_timeout_s
     )
