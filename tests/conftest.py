@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -143,3 +143,29 @@ def client_for(settings_factory) -> Iterator[Callable[..., object]]:
             return stack.enter_context(TestClient(app))
 
         yield make
+
+
+@contextmanager
+def served(app) -> Iterator[str]:  # noqa: ANN001 - a FastAPI app
+    """Serve ``app`` with uvicorn (lifespan included) on 127.0.0.1 and a free port, in a background thread of this
+    process; yields the base URL (``http://127.0.0.1:PORT``) once start-up has finished, stops the server after."""
+    import socket
+    import threading
+
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_keep_alive=60))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="uvicorn", daemon=True)
+    thread.start()
+    try:
+        while not server.started:  # start-up (index load, models) runs in the thread
+            if not thread.is_alive():
+                raise RuntimeError("uvicorn stopped during start-up; see the log above")
+            thread.join(0.05)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join()
+        sock.close()
