@@ -44,3 +44,16 @@ def test_a_pointer_to_a_missing_version_is_rebuilt(settings_factory) -> None:
     (settings.index_dir / "CURRENT").write_text("v999999-gone\n")
     rebuilt = ensure_index(settings, show_progress=False)
     assert rebuilt.path != first.path and len(rebuilt.documents) == 38
+
+
+def test_an_empty_index_is_built_once_and_reused(settings_factory, tmp_path: Path) -> None:
+    from service.pipeline import EMPTY_INDEX, index_notes
+
+    blank = tmp_path / "blank.jsonl"
+    blank.write_text('{"text": "  "}\n')
+    for corpus in ([], [blank]):
+        settings = settings_factory(corpus=corpus)
+        first = ensure_index(settings, show_progress=False)
+        assert (len(first.documents), len(first.passages)) == (0, 0)
+        assert index_notes(first)[-1] == EMPTY_INDEX
+        assert ensure_index(settings, show_progress=False).path == first.path  # not rebuilt at every start
