@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -59,6 +59,18 @@ class Settings(BaseSettings):
     rrf_k: int = Field(60, ge=0, description="RRF constant (Cormack et al. 2009).")
     weight_bm25: float = Field(0.5, ge=0, description="BM25 weight for bounded and weighted fusion.")
     weight_dense: float = Field(0.5, ge=0, description="Dense weight for bounded and weighted fusion.")
+
+    # Retrieval backend (see the README, "Scaling out with Milvus").
+    backend: Literal["embedded", "milvus"] = Field(
+        "embedded", description="embedded (FAISS + bm25s files in index_dir) or milvus (pymilvus: Lite or a server)."
+    )
+    milvus_uri: str | None = Field(
+        None, description="Milvus Lite file (*.db) or server URL (http://host:19530); default <index_dir>/milvus.db."
+    )
+    milvus_token: SecretStr = Field(SecretStr(""), description="Milvus server token (user:password or API key).")
+    milvus_analyzer: Literal["citerag", "milvus"] = Field(
+        "citerag", description="What Milvus BM25 analyses: citerag's stemmed tokens (parity) or raw text (its analyzer)."
+    )
 
     # Answering.
     generator: Literal["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"] = "qwen2.5-coder-1.5b"
