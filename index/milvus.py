@@ -64,10 +64,10 @@ from index.backend import WriteReport
 from index.chunking import Chunker, model_text
 from index.embed import Embedder
 from index.errors import DocumentNotFound, IndexMismatch, IngestError
-from index.filters import Filters
+from index.filters import Filters, fold_value
 from index.fusion import RRF_K, reciprocal_rank_fusion, weighted_score_fusion
-from index.milvus_filters import JSON_FIELD, Unsatisfiable, fold_value, milvus_expression, typed_columns
-from index.retrieve import PASSAGES_PER_DOC, SearchResult
+from index.milvus_filters import JSON_FIELD, Unsatisfiable, milvus_expression, typed_columns
+from index.retrieve import SearchResult, candidate_depth, check_search, search_results, select_hits
 from index.text import fold
 from index.tokenize import STOPWORDS, tokenize
 from index.types import Document, FusionMethod, Hit, Passage, RetrievalMode
@@ -366,17 +366,14 @@ class MilvusBackend:
         Raises:
             ValueError: unknown mode, ``k < 1``, malformed filters, or a fusion Milvus cannot do (``"bounded"``).
         """
-        if mode not in ("hybrid", "bm25", "dense"):
-            raise ValueError(f"mode must be 'hybrid', 'bm25' or 'dense', got {mode!r}")
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
+        check_search(mode, k)
         fusion = fusion or self.fusion
         self._check_fusion(fusion)
         try:
             expression = milvus_expression(filters)
         except Unsatisfiable:
             return []
-        depth = max(self.candidates, k * PASSAGES_PER_DOC if one_per_doc else k)
+        depth = candidate_depth(self.candidates, k, one_per_doc)
         with self._lock.reading():
             if mode == "hybrid" and fusion == "rrf" and self.rrf_in_engine:
                 rows = self._hybrid_in_engine(query, depth, expression)
@@ -394,20 +391,9 @@ class MilvusBackend:
                     ranked = weighted_score_fusion([bm25, dense], self.weights, top_k=2 * depth)
                 else:
                     ranked = reciprocal_rank_fusion([bm25, dense], k=self.rrf_k, top_k=2 * depth)
-            chosen = _select(ranked, passages, k, one_per_doc)
+            chosen = select_hits(ranked, passages, k, one_per_doc)
             documents = self._documents_by_id([passages[hit.row].doc_id for hit in chosen])
-        bm25_at = {hit.row: (rank, hit.score) for rank, hit in enumerate(bm25, start=1)}
-        dense_at = {hit.row: (rank, hit.score) for rank, hit in enumerate(dense, start=1)}
-        results = []
-        for rank, hit in enumerate(chosen, start=1):
-            passage = passages[hit.row]
-            bm25_rank, bm25_score = bm25_at.get(hit.row, (None, None))
-            dense_rank, dense_score = dense_at.get(hit.row, (None, None))
-            results.append(
-                SearchResult(rank, passage, documents[passage.doc_id], hit.score, bm25_rank, dense_rank,
-                             bm25_score, dense_score)
-            )
-        return results
+        return search_results(chosen, bm25, dense, passages, documents)
 
     def bm25_query(self, query: str) -> str:
         """What is sent to the BM25 field for ``query`` (``""`` when it has no term)."""
@@ -708,22 +694,6 @@ def _passage(row: dict[str, Any]) -> Passage:
         chunk_id=row["chunk_id"], doc_id=row["doc_id"], ordinal=int(row["ordinal"]), start=int(row["char_start"]),
         end=int(row["char_end"]), text=row["text"], n_tokens=int(row["n_tokens"]),
     )
-
-
-def _select(ranked: list[Hit], passages: list[Passage], k: int, one_per_doc: bool) -> list[Hit]:
-    """The first ``k`` hits of ``ranked``, keeping only each document's best passage when ``one_per_doc``."""
-    chosen: list[Hit] = []
-    seen: set[str] = set()
-    for hit in ranked:
-        doc_id = passages[hit.row].doc_id
-        if one_per_doc:
-            if doc_id in seen:
-                continue
-            seen.add(doc_id)
-        chosen.append(hit)
-        if len(chosen) == k:
-            break
-    return chosen
 
 
 def _validated(documents: list[Document]) -> list[Document]:

@@ -22,7 +22,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from index.filters import Filters, compile_filters
+from index.filters import Filters, compile_filters, fold_value
 
 JSON_FIELD = "meta_folded"
 TYPED_COLUMNS: dict[str, type] = {"venue": str, "year": int}
@@ -33,15 +33,6 @@ _POSITIVE = frozenset({"eq", "in", "gt", "gte", "lt", "lte"})
 class Unsatisfiable(Exception):
     """The filter matches no document whatever the corpus (``{"in": []}``, a ``null`` target): search returns
     nothing without asking the engine."""
-
-
-def fold_value(value: Any) -> Any:
-    """The stored/compared form of a metadata value: strings case-folded, lists element-wise, the rest as is."""
-    if isinstance(value, str):
-        return value.casefold()
-    if isinstance(value, list | tuple):
-        return [fold_value(v) for v in value]
-    return value
 
 
 def typed_columns(meta: Mapping[str, Any]) -> dict[str, Any]:
