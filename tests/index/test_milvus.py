@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from index.backend import SearchBackend
 from index.chunking import Chunker
 from index.errors import DocumentNotFound, IndexMismatch, IngestError
 from index.filters import compile_filters
@@ -84,6 +85,7 @@ class TestFilterExpressions:
 
 class TestWrites:
     def test_ingest_stores_every_passage_of_the_chunker(self, backend, chunker, seeds) -> None:
+        assert isinstance(backend, SearchBackend) and backend.name == "milvus"
         expected = [p for doc in seeds for p in chunker.chunk(doc)]
         stats = backend.stats()
         assert (stats["documents"], stats["passages"]) == (38, len(expected))
