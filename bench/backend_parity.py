@@ -71,13 +71,14 @@ RUNS: list[tuple[str, RetrievalMode, FusionMethod | None]] = [
 ]
 
 
-def milvus_backend(path: Path, index: LoadedIndex, analyzer: Analyzer, rrf_in_engine: bool = False) -> tuple[MilvusBackend, float]:
+def milvus_backend(path: Path, index: LoadedIndex, analyzer: Analyzer) -> tuple[MilvusBackend, float]:
     """A Milvus Lite backend at ``path`` holding ``index``'s passages and vectors (written when the collection is
     empty). Returns it and the write time in seconds (0.0 when reused)."""
-    chunker = Chunker(embedder().tokenizer, embedder().max_seq_length, index.config.target_tokens, index.config.overlap_tokens)
+    config = index.config
+    chunker = Chunker(embedder().tokenizer, embedder().max_seq_length, config.target_tokens, config.overlap_tokens)
     backend = MilvusBackend(
-        str(path), embedder(), chunker, analyzer=analyzer, collection=f"citerag_{analyzer}", rrf_in_engine=rrf_in_engine,
-        bm25_k1=index.config.bm25_k1, bm25_b=index.config.bm25_b,
+        str(path), embedder(), chunker, analyzer=analyzer, collection=f"citerag_{analyzer}",
+        bm25_k1=config.bm25_k1, bm25_b=config.bm25_b,
     )
     if backend.stats()["passages"] == len(index.passages):
         return backend, 0.0
@@ -93,7 +94,9 @@ def measure(searcher: Any, queries: dict[str, str], qrels: list[ir_measures.Qrel
     return score(qrels, run, MEASURES)
 
 
-def compare(name: str, index: LoadedIndex, queries: dict[str, str], qrels: list[ir_measures.Qrel], work: Path) -> dict[str, Any]:
+def compare(
+    name: str, index: LoadedIndex, queries: dict[str, str], qrels: list[ir_measures.Qrel], work: Path
+) -> dict[str, Any]:
     """Every run on both backends (and Milvus's own analyzer, and RRF in the engine) for one corpus."""
     embedder().encode([fold(q) for q in queries.values()])  # once, batched
     embedded = Retriever(index, embedder(), fusion="rrf")

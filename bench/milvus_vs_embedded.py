@@ -114,7 +114,8 @@ def embedded_ingest(root: Path, documents: list[Document], passages: list[Passag
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", type=Path, default=PROJECT_ROOT.parent / "shared" / "corpora" / "ml_abstracts.jsonl.gz")
+    default_corpus = PROJECT_ROOT.parent / "shared" / "corpora" / "ml_abstracts.jsonl.gz"
+    parser.add_argument("--corpus", type=Path, default=default_corpus)
     parser.add_argument("--queries", type=int, default=100, help="timed queries per mode and backend")
     parser.add_argument("--results", type=Path, default=PROJECT_ROOT / "bench" / "RESULTS.md")
     args = parser.parse_args()
@@ -150,7 +151,8 @@ def main() -> None:
         milvus.write_passages(documents, passages, vectors)
         seconds = time.perf_counter() - started
         rows["milvus"] = {"ingest": len(passages) / seconds, "background (s)": drain_lite_maintenance(milvus)}
-        print(f"milvus ingest {seconds:.1f} s, then {rows['milvus']['background (s)']:.1f} s of background work", flush=True)
+        background = rows["milvus"]["background (s)"]
+        print(f"milvus ingest {seconds:.1f} s, then {background:.1f} s of background work", flush=True)
         started = time.perf_counter()
         milvus.search(queries[0], k=10, mode="bm25")
         rows["milvus"]["first bm25 search (s)"] = time.perf_counter() - started  # builds each segment's BM25 index
@@ -167,7 +169,8 @@ def main() -> None:
 
     load = os.getloadavg()
     header = (
-        f"\n## Embedded vs Milvus Lite: ingest and /search latency ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)\n\n"
+        "\n## Embedded vs Milvus Lite: ingest and /search latency "
+        f"({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)\n\n"
         f"`PYTHONPATH=. python bench/milvus_vs_embedded.py --queries {args.queries}` on {os.cpu_count()} cores "
         f"(nproc), Python {platform.python_version()}, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} "
         f"(1/5/15 min; the cores are shared). {len(documents):,} documents of `{args.corpus.name}` in "
@@ -180,7 +183,9 @@ def main() -> None:
     table = ["| backend | ingest (passages/s) | " + " | ".join(f"{m} p50 / p95 / p99 (ms)" for m in MODES) + " |",
              "|---|---:|" + "---:|" * len(MODES)]
     for name, row in rows.items():
-        cells = " | ".join("{:.1f} / {:.1f} / {:.1f}".format(*row[m]) if m in row else "" for m in MODES)  # type: ignore[str-format]
+        cells = " | ".join(
+            "{:.1f} / {:.1f} / {:.1f}".format(*row[m]) if m in row else "" for m in MODES  # type: ignore[str-format]
+        )
         ingest = f"{row['ingest']:,.0f}" if "ingest" in row else ""
         table.append(f"| {name} | {ingest} | {cells} |")
     note = (

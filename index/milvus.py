@@ -47,23 +47,24 @@ passages or with both old and new ones.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
-from pymilvus import AnnSearchRequest, DataType, Function, FunctionType, MilvusClient, RRFRanker
+from pymilvus import AnnSearchRequest, DataType, Function, FunctionType, MilvusClient, MilvusException, RRFRanker
 
 from index.backend import WriteReport
 from index.chunking import Chunker, model_text
 from index.embed import Embedder
-from index.errors import DocumentNotFound, IndexMismatch, IngestError
+from index.errors import BackendUnavailable, DocumentNotFound, IndexMismatch, IngestError
 from index.filters import Filters, fold_value
 from index.fusion import RRF_K, reciprocal_rank_fusion, weighted_score_fusion
 from index.milvus_filters import JSON_FIELD, Unsatisfiable, milvus_expression, typed_columns
@@ -152,6 +153,26 @@ class _ReadWriteLock:
                 self._cond.notify_all()
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def engine_errors(method: F) -> F:
+    """Re-raise pymilvus's errors as :class:`BackendUnavailable` naming the URI (the API and CLI report
+    ``CiteragError`` subclasses; a bare ``MilvusException`` would be a 500 with a gRPC message)."""
+
+    @functools.wraps(method)
+    def wrapper(self: MilvusBackend, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except MilvusException as exc:
+            raise BackendUnavailable(
+                f"Milvus at {self.uri} failed: {exc.message} (code {exc.code}); check that it is running and "
+                "CITERAG_MILVUS_URI / CITERAG_MILVUS_TOKEN"
+            ) from exc
+
+    return wrapper  # type: ignore[return-value]
+
+
 def is_lite_uri(uri: str) -> bool:
     """True for a Milvus Lite file URI (pymilvus runs Milvus Lite for a path ending in ``.db``)."""
     return not uri.startswith(("http://", "https://", "tcp://", "unix:"))
@@ -189,10 +210,12 @@ class MilvusBackend:
     Raises:
         ValueError: a setting is out of range, or ``uri`` is neither ``*.db`` nor ``http(s)://``.
         IndexMismatch: the collections exist with another embedder, analyzer, BM25 or chunker setting.
+        BackendUnavailable: Milvus cannot be reached or refuses a request (this and every method).
     """
 
     name = "milvus"
 
+    @engine_errors
     def __init__(
         self,
         uri: str,
@@ -337,6 +360,7 @@ class MilvusBackend:
         seqs = [row["seq"] for row in self._scan(self.documents_collection, ["seq"])]
         return max(seqs, default=0)
 
+    @engine_errors
     def close(self) -> None:
         """Flush, close the client and, for Milvus Lite, stop the in-process server of this file (so another
         process, or a new backend here, opens it from disk)."""
@@ -351,6 +375,7 @@ class MilvusBackend:
 
     # -- search --------------------------------------------------------------------------------------------------
 
+    @engine_errors
     def search(
         self,
         query: str,
@@ -457,10 +482,12 @@ class MilvusBackend:
 
     # -- documents -----------------------------------------------------------------------------------------------
 
+    @engine_errors
     def document(self, doc_id: str) -> Document | None:
         """One document by id, or ``None``."""
         return self._documents_by_id([doc_id]).get(doc_id)
 
+    @engine_errors
     def documents(self, offset: int = 0, limit: int = 100) -> list[Document]:
         """Documents in insertion order (a replaced document moves to the end), ``limit`` from ``offset``.
 
@@ -470,11 +497,13 @@ class MilvusBackend:
         if offset < 0 or limit < 0:
             raise ValueError(f"need offset >= 0 and limit >= 0, got {offset}, {limit}")
         with self._lock.reading():
-            order = sorted(self._scan(self.documents_collection, ["doc_id", "seq"]), key=lambda r: (r["seq"], r["doc_id"]))
+            rows = self._scan(self.documents_collection, ["doc_id", "seq"])
+            order = sorted(rows, key=lambda r: (r["seq"], r["doc_id"]))
             page = [row["doc_id"] for row in order[offset : offset + limit]]
             found = self._documents_by_id(page)
         return [found[doc_id] for doc_id in page if doc_id in found]
 
+    @engine_errors
     def passages_of(self, doc_id: str) -> list[Passage]:
         """The passages of one document in order (``[]`` for an unknown id)."""
         with self._lock.reading():
@@ -484,6 +513,7 @@ class MilvusBackend:
             )
         return sorted((_passage(row) for row in rows), key=lambda p: p.ordinal)
 
+    @engine_errors
     def stats(self) -> dict[str, int | str]:
         """``documents`` and ``passages`` (counts), ``version`` (``milvus-<last seq>-<documents>``: changes with
         every write), ``backend``, ``uri`` and ``analyzer``."""
@@ -519,7 +549,7 @@ class MilvusBackend:
         unique = list(dict.fromkeys(doc_ids))
         if not unique:
             return {}
-        rows = self.client.get(self.documents_collection, ids=unique, output_fields=_DOCUMENT_FIELDS)
+        rows = self._get_documents(unique, _DOCUMENT_FIELDS)
         return {
             row["doc_id"]: Document(row["doc_id"], row["title"], row["text"], row["label"], dict(row["meta"] or {}))
             for row in rows
@@ -527,6 +557,7 @@ class MilvusBackend:
 
     # -- writes --------------------------------------------------------------------------------------------------
 
+    @engine_errors
     def add_documents(self, documents: list[Document], *, show_progress: bool = False) -> WriteReport:
         """Insert or replace ``documents`` by ``doc_id``: chunk, embed (passages whose text and title did not
         change keep their vectors), write.
@@ -538,7 +569,8 @@ class MilvusBackend:
             show_progress: show the encoder's progress bar (first-run ingest).
 
         Raises:
-            IngestError: a document is malformed (empty or too long id, text over Milvus's 65,535-byte VARCHAR,
+            IngestError: a document is malformed (empty or too long id, an id with ``"`` or ``\\``, text over
+                Milvus's 65,535-byte VARCHAR,
                 the same id twice with different content, a title too long to chunk); nothing is written.
         """
         batch = _validated(documents)
@@ -547,7 +579,8 @@ class MilvusBackend:
         unchanged: list[str] = []
         skipped: list[tuple[str, str]] = []
         with self._lock.writing():
-            known = {row["doc_id"]: row for row in self._get_documents([d.doc_id for d in batch], ["fingerprint", "title"])}
+            stored = self._get_documents([d.doc_id for d in batch], ["fingerprint", "title"])
+            known = {row["doc_id"]: row for row in stored}
             todo: list[tuple[Document, list[Passage]]] = []
             for i, doc in enumerate(batch):
                 old = known.get(doc.doc_id)
@@ -567,13 +600,15 @@ class MilvusBackend:
             texts = [model_text(p.text, doc.title) for doc, passages in todo for p in passages]
             missing = [t for t in dict.fromkeys(texts) if t not in vectors_by_text]
             if missing:
-                vectors_by_text.update(zip(missing, self.embedder.encode(missing, show_progress=show_progress), strict=True))
+                fresh = self.embedder.encode(missing, show_progress=show_progress)
+                vectors_by_text.update(zip(missing, fresh, strict=True))
             if todo:
                 vectors = np.stack([vectors_by_text[t] for t in texts]).astype(np.float32)
                 self._write([doc for doc, _ in todo], [p for _, ps in todo for p in ps], vectors)
             version = self._version()
         return WriteReport(added, replaced, unchanged, [], skipped, len(missing), version)
 
+    @engine_errors
     def write_passages(self, documents: list[Document], passages: list[Passage], vectors: np.ndarray) -> None:
         """Write already chunked and embedded documents (bulk loads, benchmarks): ``passages`` of ``documents``
         with their ``vectors`` (float32, shape ``(len(passages), dim)``, L2-normalised), replacing those
@@ -584,13 +619,15 @@ class MilvusBackend:
             IngestError: as :meth:`add_documents`.
         """
         if vectors.shape != (len(passages), self.layout.embedding_dim):
-            raise ValueError(f"expected vectors of shape ({len(passages)}, {self.layout.embedding_dim}), got {vectors.shape}")
+            wanted = (len(passages), self.layout.embedding_dim)
+            raise ValueError(f"expected vectors of shape {wanted}, got {vectors.shape}")
         ids = {doc.doc_id for doc in _validated(documents)}
         if stray := {p.doc_id for p in passages} - ids:
             raise ValueError(f"passages of documents not given: {sorted(stray)[:5]}")
         with self._lock.writing():
             self._write(documents, passages, vectors)
 
+    @engine_errors
     def delete_documents(self, doc_ids: list[str]) -> WriteReport:
         """Remove documents and all their passages.
 
@@ -604,14 +641,20 @@ class MilvusBackend:
                 raise DocumentNotFound(f"no document with id {missing[0]!r}; nothing was deleted")
             self._delete_passages_of(unique)
             for start in range(0, len(unique), WRITE_BATCH):
-                self.client.delete(self.documents_collection, ids=unique[start : start + WRITE_BATCH])
+                self.client.delete(self.documents_collection, filter=_in("doc_id", unique[start : start + WRITE_BATCH]))
             version = self._version()
         return WriteReport(deleted=unique, version=version)
 
-    def _get_documents(self, doc_ids: list[str], fields: list[str]) -> list[dict[str, Any]]:
+    def _get_documents(self, doc_ids: Sequence[str], fields: list[str]) -> list[dict[str, Any]]:
+        """Rows of the documents collection by id. A query with :func:`_in`'s escaped literals, not
+        ``client.get``/``delete(ids=...)``: pymilvus 3.0 quotes string ids without escaping backslashes."""
         rows: list[dict[str, Any]] = []
         for start in range(0, len(doc_ids), WRITE_BATCH):
-            rows += self.client.get(self.documents_collection, ids=doc_ids[start : start + WRITE_BATCH], output_fields=fields)
+            batch = doc_ids[start : start + WRITE_BATCH]
+            rows += self.client.query(
+                self.documents_collection, filter=_in("doc_id", batch),
+                output_fields=list(dict.fromkeys(["doc_id", *fields])),
+            )
         return rows
 
     def _old_vectors(self, documents: list[Document], known: dict[str, dict[str, Any]]) -> dict[str, np.ndarray]:
@@ -627,10 +670,11 @@ class MilvusBackend:
     def _delete_passages_of(self, doc_ids: list[str], keep: set[str] | None = None) -> None:
         """Delete the passages of ``doc_ids`` except the chunk ids in ``keep`` (they are being overwritten)."""
         for start in range(0, len(doc_ids), WRITE_BATCH):
-            rows = self._scan(self.passages_collection, ["chunk_id"], _in("doc_id", doc_ids[start : start + WRITE_BATCH]))
+            batch = doc_ids[start : start + WRITE_BATCH]
+            rows = self._scan(self.passages_collection, ["chunk_id"], _in("doc_id", batch))
             stale = [row["chunk_id"] for row in rows if not keep or row["chunk_id"] not in keep]
             for at in range(0, len(stale), WRITE_BATCH):
-                self.client.delete(self.passages_collection, ids=stale[at : at + WRITE_BATCH])
+                self.client.delete(self.passages_collection, filter=_in("chunk_id", stale[at : at + WRITE_BATCH]))
 
     def _write(self, documents: list[Document], passages: list[Passage], vectors: np.ndarray) -> None:
         """Upsert ``documents`` and their ``passages``; delete their passages that no longer exist. Caller holds
@@ -685,7 +729,7 @@ def _layout_dict(layout: MilvusLayout) -> dict[str, Any]:
 
 
 def _in(field: str, values: Sequence[str]) -> str:
-    """``field in [...]`` with JSON-escaped string literals."""
+    """``field in [...]`` with JSON-escaped string literals (double quotes; ``\\`` and ``\"`` escaped)."""
     return f"{field} in {json.dumps(list(values), ensure_ascii=False)}"
 
 
@@ -700,7 +744,8 @@ def _validated(documents: list[Document]) -> list[Document]:
     """``documents`` with exact repeats dropped.
 
     Raises:
-        IngestError: an empty or over-long id, a field over Milvus's VARCHAR limit, or one id with two contents.
+        IngestError: an empty or over-long id, an id with ``"`` or ``\\``, a field over Milvus's VARCHAR limit, or one
+            id with two contents.
     """
     seen: dict[str, Document] = {}
     for i, doc in enumerate(documents):
@@ -709,6 +754,9 @@ def _validated(documents: list[Document]) -> list[Document]:
             raise IngestError(where, "doc_id must be a non-empty string")
         if len(doc.doc_id.encode("utf-8")) > ID_MAX:
             raise IngestError(where, f"doc_id is longer than {ID_MAX} bytes")
+        if '"' in doc.doc_id or "\\" in doc.doc_id:
+            # pymilvus 3.0's query iterator pages on the primary key, quoting it without escaping.
+            raise IngestError(where, 'doc_id may not contain a double quote or a backslash with the Milvus backend')
         for name in ("title", "text", "label"):
             if len(getattr(doc, name).encode("utf-8")) > VARCHAR_MAX:
                 raise IngestError(where, f"{name} is longer than {VARCHAR_MAX:,} bytes (UTF-8), Milvus's VARCHAR limit")

@@ -38,7 +38,9 @@ class Unsatisfiable(Exception):
 def typed_columns(meta: Mapping[str, Any]) -> dict[str, Any]:
     """The ``venue``/``year`` column values of a document's metadata (``None`` where the value is missing or not
     of the column's type: a string venue, an integer year)."""
-    return {name: fold_value(meta[name]) if _is_type(meta.get(name), kind) else None for name, kind in TYPED_COLUMNS.items()}
+    return {
+        name: fold_value(meta[name]) if _is_type(meta.get(name), kind) else None for name, kind in TYPED_COLUMNS.items()
+    }
 
 
 def milvus_expression(filters: Filters | None) -> str:

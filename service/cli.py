@@ -323,7 +323,9 @@ def eval_command(
         suffix = "" if settings.backend == "embedded" else f"-{settings.backend}"
         started = time.perf_counter()
         searcher, held = _open_searcher(settings)
-        runs = {name: run for name, run in BENCHMARK_RUNS.items() if settings.backend == "embedded" or name != "hybrid-bounded"}
+        runs = {
+            name: run for name, run in BENCHMARK_RUNS.items() if settings.backend == "embedded" or name != "hybrid-bounded"
+        }
         results = evaluate_benchmark(searcher, bench, runs)
         results["settings"] = {
             **held,

@@ -133,10 +133,14 @@ def open_milvus_backend(
     from index.milvus import MilvusBackend
 
     if settings.bm25_method != "lucene":
-        raise ValueError(f"bm25_method {settings.bm25_method!r}: the Milvus backend scores BM25 as Lucene does; use lucene")
+        raise ValueError(
+            f"bm25_method {settings.bm25_method!r}: the Milvus backend scores BM25 as Lucene does; use lucene"
+        )
 
     encoder = embedder or load_embedder()
-    chunker = Chunker(encoder.tokenizer, encoder.max_seq_length, settings.chunk_tokens, settings.chunk_overlap)  # type: ignore[attr-defined]
+    chunker = Chunker(
+        encoder.tokenizer, encoder.max_seq_length, settings.chunk_tokens, settings.chunk_overlap  # type: ignore[attr-defined]
+    )
     fusion = settings.fusion
     if fusion == "bounded":
         log.info("Milvus backend: bounded fusion needs BM25 document frequencies Milvus does not expose; using RRF")

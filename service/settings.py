@@ -69,7 +69,7 @@ class Settings(BaseSettings):
     )
     milvus_token: SecretStr = Field(SecretStr(""), description="Milvus server token (user:password or API key).")
     milvus_analyzer: Literal["citerag", "milvus"] = Field(
-        "citerag", description="What Milvus BM25 analyses: citerag's stemmed tokens (parity) or raw text (its analyzer)."
+        "citerag", description="What Milvus BM25 analyses: citerag's stemmed tokens or raw text (Milvus's analyzer)."
     )
 
     # Answering.

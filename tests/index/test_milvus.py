@@ -13,7 +13,7 @@ import pytest
 
 from index.backend import SearchBackend
 from index.chunking import Chunker
-from index.errors import DocumentNotFound, IndexMismatch, IngestError
+from index.errors import BackendUnavailable, DocumentNotFound, IndexMismatch, IngestError
 from index.filters import compile_filters
 from index.ingest import load_documents
 from index.milvus import MilvusBackend
@@ -147,6 +147,21 @@ class TestWrites:
             backend.delete_documents([EDEN, "nope"])
         assert backend.document(EDEN) is not None and backend.stats()["documents"] == 38
 
+    def test_ids_with_spaces_quotes_and_accents(self, backend) -> None:
+        odd = Document("odd 'id' ü", "", "An abstract about zebrafish regeneration.", "odd", {"venue": 'Ven"ue'})
+        assert backend.add_documents([odd]).added == [odd.doc_id]
+        assert backend.document(odd.doc_id) == odd
+        assert [p.chunk_id for p in backend.passages_of(odd.doc_id)] == [f"{odd.doc_id}#0"]
+        found = backend.search("zebrafish", k=5, mode="bm25", filters={"doc_id": odd.doc_id, "venue": 'VEN"UE'})
+        assert [r.document.doc_id for r in found] == [odd.doc_id]
+        assert backend.delete_documents([odd.doc_id]).deleted == [odd.doc_id]
+        assert backend.passages_of(odd.doc_id) == [] and backend.document(odd.doc_id) is None
+
+    @pytest.mark.parametrize("doc_id", ['a"b', "a\\b"])
+    def test_ids_with_double_quotes_or_backslashes_are_refused(self, backend, doc_id: str) -> None:
+        with pytest.raises(IngestError, match=r"documents\[0\]: doc_id may not contain a double quote or a backslash"):
+            backend.add_documents([Document(doc_id, "", "text", "text")])
+
     def test_malformed_batches_write_nothing(self, backend, seeds) -> None:
         twice = [seeds[0], dataclasses.replace(seeds[0], text="other text")]
         with pytest.raises(IngestError, match=r"documents\[1\]: .* appears twice with different content"):
@@ -224,45 +239,53 @@ class TestPersistence:
         with pytest.raises(IndexMismatch, match=r"citerag_passages.*\"analyzer\": \"citerag\".*drop it"):
             MilvusBackend(uri, HashEmbedder(), chunker, analyzer="milvus")
 
+    def test_an_unreachable_server_is_named(self, chunker) -> None:
+        with pytest.raises(BackendUnavailable, match=r"Milvus at http://127.0.0.1:1 failed: Fail connecting"):
+            MilvusBackend("http://127.0.0.1:1", HashEmbedder(), chunker)  # nothing listens on port 1
+
     def test_a_file_uri_must_end_in_db(self, tmp_path, chunker) -> None:
         with pytest.raises(ValueError, match=r"give a file path ending in \.db"):
             MilvusBackend(str(tmp_path / "milvus"), HashEmbedder(), chunker)
+
+
+@pytest.fixture(scope="module")
+def real_settings(settings_factory):
+    """Settings for the seed corpus on the Milvus backend (Milvus Lite file in a temporary index directory)."""
+    return settings_factory(corpus=[SEEDS], backend="milvus")
+
+
+@pytest.fixture(scope="module")
+def real_milvus(real_settings):
+    """The seed corpus ingested on first run by ``open_milvus_backend`` with the packaged MiniLM."""
+    from service.pipeline import open_milvus_backend
+
+    backend = open_milvus_backend(real_settings, show_progress=False)
+    yield backend
+    backend.close()
 
 
 @pytest.mark.slow
 class TestRealModel:
     """The packaged MiniLM, the first-run ingest of ``open_milvus_backend`` and the real generator."""
 
-    @pytest.fixture(scope="class")
-    def settings(self, settings_factory):
-        return settings_factory(corpus=[SEEDS], backend="milvus")
-
-    @pytest.fixture(scope="class")
-    def milvus(self, settings):
+    def test_first_run_ingests_the_corpus_once(self, real_settings, real_milvus) -> None:
         from service.pipeline import open_milvus_backend
 
-        backend = open_milvus_backend(settings, show_progress=False)
-        yield backend
-        backend.close()
+        assert real_milvus.stats()["documents"] == 38 and real_milvus.uri == str(real_settings.index_dir / "milvus.db")
+        assert open_milvus_backend(real_settings, show_progress=False).stats()["version"] == "milvus-38-38"
 
-    def test_first_run_ingests_the_corpus_once(self, settings, milvus) -> None:
-        from service.pipeline import open_milvus_backend
-
-        assert milvus.stats()["documents"] == 38 and milvus.uri == str(settings.index_dir / "milvus.db")
-        assert open_milvus_backend(settings, show_progress=False).stats()["version"] == "milvus-38-38"
-
-    def test_filtered_hybrid_search_ranks_eden_first(self, milvus) -> None:
-        results = milvus.search(EDEN_QUESTION, k=5, one_per_doc=True, filters={"source": EDEN_FILE.upper()})
+    def test_filtered_hybrid_search_ranks_eden_first(self, real_milvus) -> None:
+        results = real_milvus.search(EDEN_QUESTION, k=5, one_per_doc=True, filters={"source": EDEN_FILE.upper()})
         assert results[0].document.doc_id == EDEN and results[0].rank == 1
         assert results[0].bm25_rank is not None and results[0].dense_rank == 1 and results[0].dense_score > 0.5
         assert {r.document.meta["source"] for r in results} == {EDEN_FILE}
-        other = milvus.search(EDEN_QUESTION, k=5, filters={"source": {"ne": EDEN_FILE}})
+        other = real_milvus.search(EDEN_QUESTION, k=5, filters={"source": {"ne": EDEN_FILE}})
         assert other and all(r.document.doc_id != EDEN for r in other)
 
-    def test_ask_answers_with_the_eden_citation(self, settings, milvus) -> None:
+    def test_ask_answers_with_the_eden_citation(self, real_settings, real_milvus) -> None:
         from service.pipeline import open_answerer
 
-        answer = open_answerer(settings, milvus).ask(EDEN_QUESTION, k=5)  # type: ignore[arg-type]
+        answer = open_answerer(real_settings, real_milvus).ask(EDEN_QUESTION, k=5)  # type: ignore[arg-type]
         assert answer.abstained is False, answer.reason
         assert "28 billion" in answer.answer
         assert {c.result.document.doc_id for c in answer.citations} == {EDEN}

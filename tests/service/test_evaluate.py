@@ -77,7 +77,9 @@ def _tiny_beir(tmp_path: Path) -> Path:
     ("backend", "name", "fusions"),
     [("embedded", "tiny", {"rrf", "weighted", "bounded"}), ("milvus", "tiny-milvus", {"rrf", "weighted"})],
 )
-def test_eval_benchmark_command_on_a_tiny_beir_folder(tmp_path: Path, backend: str, name: str, fusions: set[str]) -> None:
+def test_eval_benchmark_command_on_a_tiny_beir_folder(
+    tmp_path: Path, backend: str, name: str, fusions: set[str]
+) -> None:
     import json
 
     from typer.testing import CliRunner
