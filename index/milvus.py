@@ -606,7 +606,10 @@ class MilvusBackend:
                 vectors = np.stack([vectors_by_text[t] for t in texts]).astype(np.float32)
                 self._write([doc for doc, _ in todo], [p for _, ps in todo for p in ps], vectors)
             version = self._version()
-        return WriteReport(added, replaced, unchanged, [], skipped, len(missing), version)
+        return WriteReport(
+            added=added, replaced=replaced, unchanged=unchanged, skipped=skipped,
+            passages_embedded=len(missing), version=version,
+        )
 
     @engine_errors
     def write_passages(self, documents: list[Document], passages: list[Passage], vectors: np.ndarray) -> None:

@@ -75,6 +75,15 @@ def _settings(index_dir: Path | None) -> Settings:
     return Settings(index_dir=index_dir) if index_dir else Settings()
 
 
+def _open_searcher(settings: Settings):  # noqa: ANN202 - a Retriever or a MilvusBackend
+    """What `search` and `ask` query: the embedded index's retriever, or the Milvus backend (CITERAG_BACKEND)."""
+    from service.pipeline import open_milvus_backend, open_retriever
+
+    if settings.backend == "milvus":
+        return open_milvus_backend(settings, show_progress=False)
+    return open_retriever(settings, _open_index(settings))
+
+
 def _open_index(settings: Settings):  # noqa: ANN202 - returns LoadedIndex; imported lazily to keep --help fast
     """The live index (never built implicitly: a mistyped --index-dir must not start a build)."""
     from index.store import IndexStore
@@ -103,6 +112,14 @@ def index_command(
     if add and not paths:
         _fail("--add needs PATHS: the files or directories to add")
     settings = _settings(index_dir)
+    if settings.backend == "milvus":
+        from index.ingest import load_documents
+        from service.pipeline import open_milvus_backend
+
+        report = open_milvus_backend(settings).add_documents(load_documents(paths or settings.corpus))
+        console.print(f"milvus: {len(report.added)} added, {len(report.replaced)} replaced, "
+                      f"{len(report.unchanged)} unchanged ({report.passages_embedded} passages embedded)")
+        return
     index = build(settings, paths or settings.corpus, add=add)
     console.print(f"indexed {len(index.documents)} documents, {len(index.passages)} passages into {index.path}")
     for note in index_notes(index):
@@ -121,15 +138,13 @@ def search(
     index_dir: IndexDirOption = None,
 ) -> None:
     """Search passages."""
-    from service.pipeline import open_retriever
     from service.schemas import PassageOut, SearchRequest, SearchResponse
 
     request = SearchRequest(
         query=query, k=k, mode=mode, one_per_doc=one_per_doc, filters=_parse_filters(filters)  # type: ignore[arg-type]
     )
     settings = _settings(index_dir)
-    retriever = open_retriever(settings, _open_index(settings))
-    results = retriever.search(
+    results = _open_searcher(settings).search(
         request.query, k=request.k, mode=request.mode, one_per_doc=request.one_per_doc, filters=request.filters
     )
     response = SearchResponse(query=request.query, mode=request.mode, results=[PassageOut.of(r) for r in results])
@@ -153,12 +168,12 @@ def ask(
 ) -> None:
     """Answer a question with numbered citations, or abstain. The raw text streams first; the checked answer
     (citations verified) and its sources follow."""
-    from service.pipeline import open_answerer, open_retriever
+    from service.pipeline import open_answerer
     from service.schemas import AskRequest, AskResponse
 
     request = AskRequest(question=question, k=k)
     settings = _settings(index_dir)
-    answerer = open_answerer(settings, open_retriever(settings, _open_index(settings)))
+    answerer = open_answerer(settings, _open_searcher(settings))
     streaming = stream and not json_out
 
     def on_delta(text: str) -> None:
@@ -282,8 +297,10 @@ def serve(
     from service.pipeline import ensure_index
 
     settings = _settings(index_dir).model_copy(update={"host": host, "port": port})
-    index = ensure_index(settings, show_progress=True)
-    console.print(f"index: {len(index.documents)} documents, {len(index.passages)} passages ({index.path})")
+    index = None
+    if settings.backend == "embedded":
+        index = ensure_index(settings, show_progress=True)
+        console.print(f"index: {len(index.documents)} documents, {len(index.passages)} passages ({index.path})")
     from service.observability import json_logging
 
     uvicorn.run(create_app(settings, index), host=host, port=port, log_config=json_logging())

@@ -258,7 +258,7 @@ def open_milvus_backend(
         weights=(settings.weight_bm25, settings.weight_dense),
     )
     if backend.stats()["documents"] == 0:
-        documents = load_documents(settings.corpus)
+        documents = read_corpus(settings.corpus).documents
         log.info("Milvus collections are empty: ingesting %d documents from %s", len(documents), settings.corpus)
         backend.add_documents(documents, show_progress=show_progress)
     return backend

@@ -289,3 +289,22 @@ class TestRealModel:
         assert answer.abstained is False, answer.reason
         assert "28 billion" in answer.answer
         assert {c.result.document.doc_id for c in answer.citations} == {EDEN}
+
+
+@pytest.mark.slow
+def test_the_api_serves_and_writes_through_the_milvus_backend(client_for, tmp_path) -> None:
+    """CITERAG_BACKEND=milvus end to end over the API: /ask cites EDEN, POST/DELETE /documents reach Milvus."""
+    from tests.conftest import API_KEY
+
+    client = client_for([SEEDS], backend="milvus", api_key=API_KEY)
+    assert client.get("/health").json()["documents"] == 38
+    answer = client.post("/ask", json={"question": "How many parameters does EDEN have?"}).json()
+    assert not answer["abstained"] and "28" in answer["answer"]
+    assert {c["doc_id"] for c in answer["citations"]} == {EDEN}
+    auth = {"Authorization": f"Bearer {API_KEY}"}
+    doc = {"id": "zx-1", "title": "Zorblax", "text": "Zorblax quantisation halves the memory of sparse transformers."}
+    assert client.post("/documents", json=[doc], headers=auth).json()["added"] == ["zx-1"]
+    hits = client.post("/search", json={"query": "zorblax", "k": 1, "mode": "bm25"}).json()["results"]
+    assert hits[0]["doc_id"] == "zx-1"
+    assert client.delete("/documents/zx-1", headers=auth).json()["deleted"] == ["zx-1"]
+    assert client.get("/documents/zx-1").status_code == 404
