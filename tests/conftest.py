@@ -38,6 +38,19 @@ class HashEmbedder:
         return out / np.where(norms == 0, 1.0, norms)
 
 
+class CountingEmbedder(HashEmbedder):
+    """HashEmbedder that records how many texts it was asked to embed (``embedded``) and the calls (``calls``)."""
+
+    def __init__(self) -> None:
+        self.embedded = 0
+        self.calls: list[list[str]] = []
+
+    def encode(self, texts: list[str], *, show_progress: bool = False) -> np.ndarray:
+        self.embedded += len(texts)
+        self.calls.append(list(texts))
+        return super().encode(texts)
+
+
 @pytest.fixture(scope="session")
 def tokenizer():
     """The embedding model's own tokenizer (fast to load; no weights)."""
