@@ -18,6 +18,7 @@ verified against its name; a truncated or corrupt one is skipped with a warning 
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
 import os
 import re
@@ -45,19 +46,14 @@ def _shard_dtype(dim: int) -> np.dtype:
     return np.dtype([("key", np.uint8, (KEY_BYTES,)), ("vector", np.float32, (dim,))])
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(1 << 22):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 class CachedEmbedder:
     """Wraps any :class:`~index.embed.Embedder`: texts embedded before by the same model are read from the cache,
     the rest are embedded (each distinct text once per call) and stored.
 
     Use it as a context manager, or call :meth:`close`, so the last pending vectors are written.
+
+    Memory: shards stay memory-mapped; the key index is a dict of about 200 bytes per cached vector (200 MB at 1M
+    passages), built on the first ``encode``.
 
     Args:
         embedder: the encoder; its ``name`` and ``dim`` identify the cache.
@@ -154,14 +150,17 @@ class CachedEmbedder:
     def _write_shard(self, rows: np.ndarray) -> Path | None:
         """Write ``rows`` to ``<sha256>.npy`` atomically and return its path. A failure (disk full, read-only cache)
         is logged and gives ``None``: the cache only saves time."""
+        buffer = io.BytesIO()
+        np.save(buffer, rows, allow_pickle=False)
+        data = buffer.getvalue()
+        path = self.directory / f"{hashlib.sha256(data).hexdigest()}.npy"
         tmp = self.directory / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}.npy"
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             with tmp.open("wb") as handle:
-                np.save(handle, rows, allow_pickle=False)
+                handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
-            path = self.directory / f"{_sha256_file(tmp)}.npy"
             os.replace(tmp, path)
         except OSError as exc:
             log.warning("embedding cache: cannot write a shard to %s (%s); continuing without it", self.directory, exc)
@@ -189,7 +188,7 @@ class CachedEmbedder:
 
     def _read_shard(self, path: Path) -> np.ndarray | None:
         try:
-            if _sha256_file(path) != path.stem:
+            if hashlib.sha256(path.read_bytes()).hexdigest() != path.stem:
                 raise ValueError("content does not match its name (truncated or corrupt)")
             shard = np.load(path, mmap_mode="r", allow_pickle=False)
             if shard.dtype != self._dtype or shard.ndim != 1:
