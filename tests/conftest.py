@@ -15,6 +15,8 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Builds in tests do not read or fill the user's embedding cache (tests of the cache give it a temporary cache_dir).
+os.environ.setdefault("CITERAG_EMBEDDING_CACHE", "false")
 
 ROOT = Path(__file__).resolve().parent.parent
 SEEDS = ROOT / "data" / "icml2026"
