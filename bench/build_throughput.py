@@ -214,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if not args.no_record:
         if not RESULTS.exists():
-            RESULTS.write_text("# Benchmark results\n\nEach section is appended by the script named in its command.\n\n")
+            RESULTS.write_text("# Benchmark results\n\nEach section is appended by the script named in its command.\n\n",
+                               encoding="utf-8")
         with RESULTS.open("a", encoding="utf-8") as handle:
             handle.write(text)
     return 0

@@ -88,7 +88,7 @@ def embedding_model_dir() -> Path:
 
 def onnx_int8_model(cache_dir: Path) -> Path:
     """The int8 ONNX form of the packaged all-MiniLM-L6-v2: ``cache_dir/models/all-MiniLM-L6-v2-int8.onnx``, made by
-    :func:`index.embed_onnx.export_int8` on first use (about 10 s) and remade when the packaged weights or the
+    :func:`index.embed_onnx.export_int8` on first use (about 20 s) and remade when the packaged weights or the
     export recipe change (a ``.json`` stamp beside it records both).
 
     Raises:
