@@ -111,6 +111,18 @@ def tokenizer():
     return AutoTokenizer.from_pretrained(str(embedding_model_dir()))
 
 
+@pytest.fixture()
+def seed_corpus(tmp_path: Path) -> Path:
+    """A directory holding a copy of the first seed file (19 abstracts), free to edit."""
+    import shutil
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    seed = sorted(SEEDS.glob("*.txt"))[0]
+    shutil.copy(seed, corpus / seed.name)
+    return corpus
+
+
 @pytest.fixture(scope="session")
 def settings_factory(tmp_path_factory: pytest.TempPathFactory):
     from service.settings import Settings
