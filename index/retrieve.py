@@ -147,10 +147,14 @@ class Retriever:
             raise ValueError(f"mode must be 'hybrid', 'bm25' or 'dense', got {mode!r}")
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        # one passage per document needs deeper candidate lists: documents average a few passages each.
-        depth = max(self.candidates, k * PASSAGES_PER_DOC if one_per_doc else k)
+        # Fusion needs the top-N candidates of both retrievers, and one passage per document needs deeper lists
+        # (documents average a few passages each); a single retriever's own top-k is already the answer.
+        if mode == "hybrid" or one_per_doc:
+            depth = max(self.candidates, k * PASSAGES_PER_DOC if one_per_doc else k)
+        else:
+            depth = k
         allowed = self.mask(filters)
-        tokens = tokenize(query)
+        tokens = tokenize(query) if mode in ("hybrid", "bm25") else []
         bm25 = self.index.bm25.search(tokens, depth, allowed) if mode in ("hybrid", "bm25") else []
         dense = self.dense_hits(query, depth, allowed) if mode in ("hybrid", "dense") else []
         if mode == "bm25":
@@ -158,7 +162,7 @@ class Retriever:
         elif mode == "dense":
             ranked = dense
         else:
-            ranked = self.fuse(tokens, bm25, dense, fusion or self.fusion, top_k=2 * depth)
+            ranked = self.fuse(tokens, bm25, dense, fusion or self.fusion, top_k=2 * depth if one_per_doc else k)
         bm25_at = {hit.row: (rank, hit.score) for rank, hit in enumerate(bm25, start=1)}
         dense_at = {hit.row: (rank, hit.score) for rank, hit in enumerate(dense, start=1)}
         results: list[SearchResult] = []
