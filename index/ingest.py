@@ -9,7 +9,15 @@ Formats, chosen by file name:
   when absent), ``title`` (optional), ``text`` or ``abstract`` (required), and optional ``venue``, ``year``,
   ``url``, ``authors``. BEIR's ``corpus.jsonl`` (``_id``, ``title``, ``text``) is this format.
 
-Every error names the file and the 1-based line.
+Every error names the file and the 1-based line. Rules:
+
+* A source that holds nothing (an empty file, a header line alone, a directory without a supported file) is an
+  error: it is almost always a wrong path or a truncated file.
+* A record whose text is empty, whitespace or markup alone (a title-only BEIR entry) is skipped, not an error;
+  :func:`read_corpus` reports each one as ``file:line``. A corpus may therefore hold no document at all; the index
+  built from it is empty and served as such.
+* The same ``doc_id`` with the same normalised text is kept once (the first occurrence, with its title and
+  metadata); the same ``doc_id`` with a different text is rejected (:class:`IngestError` naming both places).
 """
 
 from __future__ import annotations
@@ -19,11 +27,12 @@ import hashlib
 import json
 import unicodedata
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from index.errors import IngestError
-from index.text import display_label
+from index.text import display_label, fold
 from index.types import Document
 
 SUPPORTED_SUFFIXES = (".txt", ".jsonl", ".jsonl.gz")
@@ -75,10 +84,12 @@ def source_files(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def iter_documents(path: str | Path) -> Iterator[Document]:
-    """Yield the documents of one source file, in file order.
+    """Yield the records of one source file as documents, in file order. A JSONL record with an empty or
+    whitespace text is yielded with ``text == ""`` (:func:`read_corpus` skips and reports it).
 
     Raises:
-        IngestError: invalid UTF-8, empty file, a JSONL line that is not an object or lacks a text field.
+        IngestError: invalid UTF-8, empty file, a JSONL line that is not an object, lacks a text field, or has a
+            text or title that is not a string.
     """
     path = Path(path)
     text = _read_utf8(path)
@@ -90,29 +101,55 @@ def iter_documents(path: str | Path) -> Iterator[Document]:
         yield from _abstract_list_documents(path, text)
 
 
-def load_documents(paths: Iterable[str | Path]) -> list[Document]:
-    """Read every document under ``paths`` (files or directories), duplicates stored once.
+@dataclass(frozen=True, slots=True)
+class Corpus:
+    """What :func:`read_corpus` read.
 
-    Rule for duplicates: the same ``doc_id`` with the same normalised text is kept once (first occurrence);
-    the same ``doc_id`` with a different text is rejected.
+    Attributes:
+        documents: the unique documents with text, in source order.
+        skipped: ``"file:line"`` of each record skipped because it has no text (empty, whitespace or markup alone).
+    """
+
+    documents: list[Document]
+    skipped: list[str]
+
+
+def read_corpus(paths: Iterable[str | Path]) -> Corpus:
+    """Read every document under ``paths`` (files or directories): records without text are skipped and reported,
+    duplicates are stored once (rules in the module docstring). An empty ``paths`` gives an empty corpus.
 
     Raises:
-        IngestError: any source error (see :func:`iter_documents`) or a conflicting duplicate id.
+        IngestError: any source error (see :func:`source_files`, :func:`iter_documents`) or the same id with a
+            different text.
     """
     by_id: dict[str, Document] = {}
+    skipped: list[str] = []
     for file in source_files(paths):
         for doc in iter_documents(file):
+            if not fold(doc.text):
+                skipped.append(f"{file}:{doc.meta.get('line')}")
+                continue
             seen = by_id.get(doc.doc_id)
             if seen is None:
                 by_id[doc.doc_id] = doc
             elif text_doc_id(seen.text) != text_doc_id(doc.text):
                 raise IngestError(
                     str(file),
-                    f"document id {doc.doc_id!r} appears again with a different text "
-                    f"(first in {seen.meta.get('source')}); ids must be unique",
+                    f"document id {doc.doc_id!r} appears again with a different text (first at "
+                    f"{seen.meta.get('source')}:{seen.meta.get('line')}); ids must be unique: give one of them "
+                    "another id or remove it",
                     doc.meta.get("line"),
                 )
-    return list(by_id.values())
+    return Corpus(list(by_id.values()), skipped)
+
+
+def load_documents(paths: Iterable[str | Path]) -> list[Document]:
+    """The documents of :func:`read_corpus` (records without text skipped, duplicates stored once).
+
+    Raises:
+        IngestError: as :func:`read_corpus`.
+    """
+    return read_corpus(paths).documents
 
 
 def _read_utf8(path: Path) -> str:
@@ -157,9 +194,11 @@ def _jsonl_documents(path: Path, text: str) -> Iterator[Document]:
             raise IngestError(str(path), f"not valid JSON: {exc.msg}", lineno) from exc
         if not isinstance(record, dict):
             raise IngestError(str(path), f"expected a JSON object, got {type(record).__name__}", lineno)
-        body = record.get("text") or record.get("abstract")
-        if not isinstance(body, str) or not body.strip():
-            raise IngestError(str(path), "missing or empty 'text' (or 'abstract') field", lineno)
+        if "text" not in record and "abstract" not in record:
+            raise IngestError(str(path), "missing 'text' (or 'abstract') field", lineno)
+        body = next((record[key] for key in ("text", "abstract") if record.get(key) not in (None, "")), "")
+        if not isinstance(body, str):
+            raise IngestError(str(path), f"'text' must be a string, got {type(body).__name__}", lineno)
         title = record.get("title") or ""
         if not isinstance(title, str):
             raise IngestError(str(path), "'title' must be a string", lineno)

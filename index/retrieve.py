@@ -92,11 +92,13 @@ class Retriever:
         if not filters:
             return None
         key = filter_key(filters)
-        if key not in self._masks:
+        mask = self._masks.get(key)
+        if mask is None:  # never re-read the cache after writing it: another thread may clear it in between
+            mask = passage_mask(filters, self.index.documents, self.index.passages)
             if len(self._masks) >= 64:
                 self._masks.clear()
-            self._masks[key] = passage_mask(filters, self.index.documents, self.index.passages)
-        return self._masks[key]
+            self._masks[key] = mask
+        return mask
 
     def bm25_hits(self, query: str, depth: int, allowed: np.ndarray | None = None) -> list[Hit]:
         """BM25 candidates for ``query`` (at most ``depth``), restricted to ``allowed`` rows when given."""

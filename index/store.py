@@ -34,6 +34,7 @@ from typing import Any
 from index.bm25 import BM25Index
 from index.dense import DenseIndex
 from index.errors import IndexMismatch, IndexNotFound
+from index.tokenize import TOKENIZER_VERSION
 from index.types import Document, Passage
 
 FORMAT_VERSION = 1
@@ -51,6 +52,8 @@ class IndexConfig:
         max_seq_length: encoder limit in word pieces (passages never exceed it).
         target_tokens, overlap_tokens: chunker settings, in word pieces.
         bm25_k1, bm25_b, bm25_method: BM25 variant and parameters.
+        tokenizer_version: :data:`index.tokenize.TOKENIZER_VERSION` of the BM25 tokens (a manifest written before
+            the field existed reads as 1).
     """
 
     embedding_model: str
@@ -61,6 +64,7 @@ class IndexConfig:
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
     bm25_method: str = "lucene"
+    tokenizer_version: int = TOKENIZER_VERSION
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -199,7 +203,7 @@ def load_version(path: Path, mmap: bool = True) -> LoadedIndex:
     for rel, expected in manifest["checksums"].items():
         if not (path / rel).is_file() or _sha256(path / rel) != expected:
             raise IndexMismatch(f"{path / rel}: checksum differs from the manifest; rebuild with `citerag index`")
-    config = IndexConfig(**manifest["config"])
+    config = IndexConfig(**{"tokenizer_version": 1, **manifest["config"]})
     documents = [Document(**row) for row in _read_jsonl(path / "documents.jsonl")]
     passages = [Passage(**row) for row in _read_jsonl(path / "passages.jsonl")]
     counts = manifest["counts"]

@@ -27,6 +27,7 @@ from index.backend import Searcher
 from index.retrieve import SearchResult
 from index.text import fold, split_sentences
 from index.tokenize import tokenize
+from service.context import merge_same_document
 from service.generator import Generator
 
 NOT_FOUND = "Not found in the indexed abstracts."
@@ -61,7 +62,8 @@ class Citation:
     Attributes:
         n: 1-based passage number as written in the answer.
         result: the cited passage and its document.
-        start, end: character span of the cited text in the source document (``document.text[start:end]``).
+        start, end: character span of the cited text in the source document (``document.text[start:end]``): the
+            passage's sentence that best supports the citing sentences (:func:`supporting_span`).
     """
 
     n: int
@@ -120,6 +122,11 @@ def numbers_in(text: str) -> list[str]:
     return _NUMBER.findall(re.sub(r"(?<=\d),(?=\d{3}\b)", "", fold(text)))
 
 
+def _tidy(text: str) -> str:
+    """No space before punctuation (left where a citation marker was removed), no outer whitespace."""
+    return re.sub(r"\s+([.,;:!?])", r"\1", text).strip()
+
+
 def check_citations(text: str, passage_texts: list[str]) -> tuple[str, list[int]]:
     """Apply the citation rule (module docstring) to a model output.
 
@@ -160,8 +167,39 @@ def check_citations(text: str, passage_texts: list[str]) -> tuple[str, list[int]
         out.append(_CITATION.sub(rewrite, sentence))
         cursor = end
     out.append(text[cursor:])
-    clean = re.sub(r"\s+([.,;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", "".join(out))).strip()
+    clean = _tidy(re.sub(r"[ \t]{2,}", " ", "".join(out)))
     return clean, cited
+
+
+def supporting_span(passage_text: str, claims: list[str]) -> tuple[int, int]:
+    """The sentence of ``passage_text`` that best supports ``claims``: most shared content terms, a shared number
+    counting double. Returns ``(start, end)`` offsets into ``passage_text``; the whole passage when no sentence
+    shares anything (the citation then points at the passage as a whole).
+
+    >>> supporting_span("EDEN is a model. It has 28 billion parameters.", ["EDEN has 28 billion parameters"])
+    (17, 46)
+    """
+    terms = set(tokenize(" ".join(claims))) - _NON_CONTENT
+    numbers = set(numbers_in(" ".join(claims)))
+    best, span = 0, (0, len(passage_text))
+    for start, end in split_sentences(passage_text):
+        sentence = passage_text[start:end]
+        score = len(terms & set(tokenize(sentence))) + 2 * len(numbers & set(numbers_in(sentence)))
+        if score > best:
+            best, span = score, (start, end)
+    return span
+
+
+def claims_by_citation(text: str) -> dict[int, list[str]]:
+    """For each passage number cited in ``text``, the sentences citing it with their markers removed."""
+    claims: dict[int, list[str]] = {}
+    for start, end in split_sentences(text):
+        sentence = text[start:end]
+        for group in _CITATION.findall(sentence):
+            for n in _cited_numbers(group):
+                claim = _tidy(" ".join(_CITATION.sub(" ", sentence).split()))
+                claims.setdefault(n, []).append(claim)
+    return claims
 
 
 def states_something(text: str) -> bool:
@@ -203,8 +241,9 @@ class Answerer:
         self.timeout_s = timeout_s
 
     def retrieve(self, question: str, k: int, filters: Filters | None = None) -> list[SearchResult]:
-        """The ``k`` passages given to the model (hybrid, best first)."""
-        return self.retriever.search(question, k=k, mode="hybrid", filters=filters)
+        """The top-``k`` passages (hybrid), as given to the model: passages of one document together and merged
+        where they overlap (:func:`service.context.merge_same_document`), so at most ``k`` blocks."""
+        return merge_same_document(self.retriever.search(question, k=k, mode="hybrid", filters=filters))
 
     def ask(
         self,
@@ -276,10 +315,12 @@ class Answerer:
         started: float,
     ) -> Answer:
         clean, cited = checked
-        citations = [
-            Citation(n=n, result=passages[n - 1], start=passages[n - 1].passage.start, end=passages[n - 1].passage.end)
-            for n in cited
-        ]
+        claims = claims_by_citation(clean)
+        citations = []
+        for n in cited:
+            passage = passages[n - 1].passage
+            start, end = supporting_span(passage.text, claims.get(n, []))
+            citations.append(Citation(n=n, result=passages[n - 1], start=passage.start + start, end=passage.start + end))
         timings["total"] = (time.perf_counter() - started) * 1000
         return Answer(question, clean, False, "", citations, passages, raw, timings)
 

@@ -37,7 +37,7 @@ from index.errors import (
 from index.backend import SearchBackend
 from index.store import LoadedIndex
 from service.answer import Answer, Answerer
-from service.pipeline import ensure_index, open_answerer, open_backend
+from service.pipeline import ensure_index, index_notes, open_answerer, open_backend
 from service.schemas import (
     MAX_DOCUMENTS_PER_REQUEST,
     AskRequest,
@@ -181,6 +181,8 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
         log.info("serving %d documents, %d passages from %s", len(live.documents), len(live.passages), live.path)
         if not writes.enabled:
             log.warning("write endpoints disabled: listening on %s without CITERAG_API_KEY", effective.host)
+        for note in index_notes(live):  # records skipped at ingest; an empty index
+            log.warning("%s (%s)", note, live.path)
         yield
 
     app = FastAPI(

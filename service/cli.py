@@ -98,13 +98,15 @@ def index_command(
 ) -> None:
     """Build the index from PATHS (default: the shipped ICML 2026 corpus), replacing the live one atomically.
     With --add, only new and changed documents are embedded and the others are kept."""
-    from service.pipeline import build
+    from service.pipeline import build, index_notes
 
     if add and not paths:
         _fail("--add needs PATHS: the files or directories to add")
     settings = _settings(index_dir)
     index = build(settings, paths or settings.corpus, add=add)
     console.print(f"indexed {len(index.documents)} documents, {len(index.passages)} passages into {index.path}")
+    for note in index_notes(index):
+        console.print(note)
 
 
 @app.command()

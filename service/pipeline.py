@@ -13,7 +13,7 @@ from index.build import build_index, update_index
 from index.chunking import Chunker
 from index.embed import SentenceTransformerEmbedder
 from index.embedded import EmbeddedBackend
-from index.ingest import load_documents, source_files
+from index.ingest import read_corpus, source_files
 from index.backend import Searcher
 from index.retrieve import Retriever
 from index.store import IndexConfig, IndexStore, LoadedIndex
@@ -50,6 +50,22 @@ def index_config(settings: Settings, embedder: SentenceTransformerEmbedder) -> I
     )
 
 
+EMPTY_INDEX = "the index is empty: /search returns no results and /ask abstains until documents are indexed"
+_SKIPPED_LISTED = 20  # skipped records named in the manifest and the CLI output
+
+
+def index_notes(index: LoadedIndex) -> list[str]:
+    """One line per thing an operator should know about ``index``: records skipped at ingest, an empty index."""
+    notes = []
+    skipped = index.manifest.get("skipped", {"records": 0, "first": []})
+    if skipped["records"]:
+        more = " …" if skipped["records"] > len(skipped["first"]) else ""
+        notes.append(f"skipped {skipped['records']} records without text: {', '.join(skipped['first'])}{more}")
+    if not index.documents:
+        notes.append(EMPTY_INDEX)
+    return notes
+
+
 def make_chunker(settings: Settings, embedder: SentenceTransformerEmbedder) -> Chunker:
     """The chunker the settings ask for, sized in ``embedder``'s word pieces."""
     return Chunker(embedder.tokenizer, embedder.max_seq_length, settings.chunk_tokens, settings.chunk_overlap)
@@ -66,11 +82,12 @@ def source_signature(paths: list[Path]) -> str:
     return hashlib.sha256(json.dumps(stats).encode()).hexdigest()
 
 
-def _source_manifest(paths: list[Path], documents: list[Document]) -> dict[str, object]:
+def _source_manifest(paths: list[Path], documents: list[Document], skipped: list[str]) -> dict[str, object]:
     return {
         "sources": [str(Path(p).resolve()) for p in paths],
         "source_signature": source_signature(paths),
         "source_documents": [doc.doc_id for doc in documents],
+        "skipped": {"records": len(skipped), "first": skipped[:_SKIPPED_LISTED]},
     }
 
 
@@ -81,30 +98,37 @@ def build(settings: Settings, paths: list[Path], show_progress: bool = True, add
         add: keep the live documents and add (or replace, by id) those of ``paths``, embedding only new and changed
             passages; ``paths`` join the index's sources. Without it the index holds exactly ``paths``' documents.
 
+    Records without text are skipped and listed in the manifest under ``skipped`` (see :func:`index_notes`); when no
+    document is left, or ``paths`` is empty, the new version is an empty index, which is served as such.
+
     Raises:
         IngestError: a source file is bad (nothing is written; the previous index stays live).
     """
     store = IndexStore(settings.index_dir)
     store.ensure_writable()
-    documents = load_documents(paths)
+    corpus = read_corpus(paths)
+    documents = corpus.documents
     embedder = load_embedder()
     config = index_config(settings, embedder)
     chunker = make_chunker(settings, embedder)
     if not add or store.current() is None:
         build_index(
             documents, store, embedder, chunker, config, show_progress=show_progress,
-            extra_manifest=_source_manifest(paths, documents), dense_kind=settings.dense_index,
+            extra_manifest=_source_manifest(paths, documents, corpus.skipped), dense_kind=settings.dense_index,
         )
-        return store.load()
-    manifest = store.load().manifest
-    sources = list(dict.fromkeys([*manifest.get("sources", []), *(str(Path(p).resolve()) for p in paths)]))
-    source_ids = list(dict.fromkeys([*manifest.get("source_documents", []), *(d.doc_id for d in documents)]))
-    extra = {**_source_manifest([Path(p) for p in sources], []), "source_documents": source_ids}
-    update_index(
-        store, embedder, chunker, config, upserts=documents, extra_manifest=extra,
-        show_progress=show_progress, dense_kind=settings.dense_index,
-    )
-    return store.load()
+    else:
+        manifest = store.load().manifest
+        sources = list(dict.fromkeys([*manifest.get("sources", []), *(str(Path(p).resolve()) for p in paths)]))
+        source_ids = list(dict.fromkeys([*manifest.get("source_documents", []), *(d.doc_id for d in documents)]))
+        extra = {**_source_manifest([Path(p) for p in sources], [], corpus.skipped), "source_documents": source_ids}
+        update_index(
+            store, embedder, chunker, config, upserts=documents, extra_manifest=extra,
+            show_progress=show_progress, dense_kind=settings.dense_index,
+        )
+    index = store.load()
+    for note in index_notes(index):
+        log.info("%s (%s)", note, index.path)
+    return index
 
 
 def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
@@ -133,26 +157,26 @@ def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
         return index
     if index.config != wanted_config:
         log.info("index settings changed since the index was built; rebuilding from %s", [str(p) for p in paths])
-        documents = load_documents(paths)
-        from_sources = set(index.manifest.get("source_documents", index.documents)) | {d.doc_id for d in documents}
+        corpus = read_corpus(paths)
+        from_sources = set(index.manifest.get("source_documents", index.documents)) | {d.doc_id for d in corpus.documents}
         added = [doc for doc_id, doc in index.documents.items() if doc_id not in from_sources]  # by the API: kept
         build_index(
-            documents + added, store, embedder, make_chunker(settings, embedder), wanted_config,
-            show_progress=show_progress, extra_manifest=_source_manifest(paths, documents),
+            corpus.documents + added, store, embedder, make_chunker(settings, embedder), wanted_config,
+            show_progress=show_progress, extra_manifest=_source_manifest(paths, corpus.documents, corpus.skipped),
             dense_kind=settings.dense_index,
         )
         return store.load()
     if index.manifest.get("source_signature") == source_signature(paths):
         return index
     log.info("sources changed since the index was built; updating")
-    documents = load_documents(paths)
+    corpus = read_corpus(paths)
     previous = set(index.manifest.get("source_documents", index.documents))
-    current = {doc.doc_id for doc in documents}
+    current = {doc.doc_id for doc in corpus.documents}
     update_index(
         store, embedder, make_chunker(settings, embedder), wanted_config,
-        upserts=documents,
+        upserts=corpus.documents,
         deletes=[doc_id for doc_id in index.documents if doc_id in previous and doc_id not in current],
-        extra_manifest=_source_manifest(paths, documents),
+        extra_manifest=_source_manifest(paths, corpus.documents, corpus.skipped),
         show_progress=show_progress, dense_kind=settings.dense_index,
     )
     return store.load()
@@ -191,9 +215,21 @@ def generator_path(settings: Settings) -> Path:
     return assemble_gguf(GENERATORS[settings.generator], settings.cache_dir)
 
 
+@lru_cache(maxsize=2)
+def load_generator(path: Path, n_ctx: int, threads: int) -> Generator:
+    """The chat model in the GGUF file ``path``, loaded once per process for each ``(path, n_ctx, threads)``: every
+    app and command of the process shares it, and its lock lets one generation run at a time.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+    """
+    return Generator(path, n_ctx=n_ctx, threads=threads)
+
+
 def open_answerer(settings: Settings, retriever: Searcher) -> Answerer:
-    """Load the generator (once per call: the API keeps the result for the process lifetime)."""
-    generator = Generator(generator_path(settings), n_ctx=settings.n_ctx, threads=settings.threads)
+    """An answerer over ``retriever`` (a retriever or a backend) with the process's generator
+    (:func:`load_generator`)."""
+    generator = load_generator(generator_path(settings), settings.n_ctx, settings.threads)
     return Answerer(
         retriever, generator, settings.max_answer_tokens, settings.min_dense_score, settings.generate_timeout_s
     )

@@ -6,8 +6,8 @@ import hashlib
 import os
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +20,16 @@ ROOT = Path(__file__).resolve().parent.parent
 SEEDS = ROOT / "data" / "icml2026"
 API_KEY = "test-key-0123456789"
 EDEN = "426b26a7dd0533a9"  # doc_id of the EDEN abstract (sha256 of its normalised text)
+# One abstract-like sentence per script, with a query in that script that only it matches (BM25).
+SCRIPTS: dict[str, tuple[str, str]] = {
+    "zh": ("我们提出一种大型语言模型的检索增强生成方法，并引用来源。", "检索增强"),
+    "ja": ("データ分析のための新しいモデルを提案する。", "モデル"),
+    "ar": ("نقترح نموذجًا لغويًا كبيرًا للاسترجاع المعزز بالتوليد.", "للاسترجاع"),
+    "el": ("Προτείνουμε ένα μεγάλο γλωσσικό μοντέλο για ανάκτηση.", "ΜΟΝΤΕΛΟ ανακτηση"),
+    "ru": ("Мы предлагаем большую языковую модель для поиска.", "языковую модель"),
+    "hi": ("हम खोज के लिए एक बड़ा भाषा मॉडल प्रस्तुत करते हैं।", "भाषा मॉडल"),
+    "fr": ("Une approche naïve du résumé automatique, déjà évaluée.", "naive resume"),
+}
 
 
 class HashEmbedder:
@@ -36,6 +46,46 @@ class HashEmbedder:
                 out[i, int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1.0
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.where(norms == 0, 1.0, norms)
+
+
+class StandInIndex:
+    """An index directory built with the real chunker, BM25 and FAISS but the :class:`HashEmbedder` stand-in, for
+    tests where storage or retrieval logic, not the model, is the subject.
+
+    Args:
+        root: the index directory.
+        tokenizer: the embedding model's tokenizer (the ``tokenizer`` fixture), which sizes the passages.
+        config: :class:`~index.store.IndexConfig` fields to override (e.g. ``bm25_method="atire"``).
+    """
+
+    def __init__(self, root: Path, tokenizer, **config) -> None:
+        from index.chunking import Chunker
+        from index.store import IndexConfig, IndexStore
+
+        self.embedder = HashEmbedder()
+        self.chunker = Chunker(tokenizer, 256, 128, 64)
+        self.config = IndexConfig(self.embedder.name, self.embedder.dim, 256, 128, 64, **config)
+        self.store = IndexStore(root)
+
+    def build(self, documents: list) -> Path:
+        """Index ``documents`` (a list of :class:`~index.types.Document`) as the new live version."""
+        from index.build import build_index
+
+        return build_index(documents, self.store, self.embedder, self.chunker, self.config, show_progress=False)
+
+    def retriever(self, documents: list | None = None):  # noqa: ANN201 - index.retrieve.Retriever
+        """A retriever over the live version, after indexing ``documents`` when given."""
+        from index.retrieve import Retriever
+
+        if documents is not None:
+            self.build(documents)
+        return Retriever(self.store.load(), self.embedder)
+
+
+@pytest.fixture()
+def stand_in(tokenizer, tmp_path: Path) -> StandInIndex:
+    """A :class:`StandInIndex` in ``tmp_path / "idx"`` (default settings: 128-piece passages, Lucene BM25)."""
+    return StandInIndex(tmp_path / "idx", tokenizer)
 
 
 @pytest.fixture(scope="session")
@@ -73,11 +123,12 @@ def seed_settings(settings_factory):
 def api_client(seed_settings) -> Iterator:
     """A TestClient over the real app (real index, embedder and default generator); writes need ``API_KEY``."""
     from fastapi.testclient import TestClient
+    from pydantic import SecretStr
 
     from service.api import create_app
 
     # a key is set, so generated requests (schemathesis) cannot change the shared index: writes get 401
-    with TestClient(create_app(seed_settings.model_copy(update={"api_key": API_KEY}))) as client:
+    with TestClient(create_app(seed_settings.model_copy(update={"api_key": SecretStr(API_KEY)}))) as client:
         yield client
 
 
@@ -117,3 +168,19 @@ def live_server(api_client) -> Iterator[str]:
     """The ``api_client`` app (real index and models, already started) served over real HTTP; the base URL."""
     with serving(api_client.app, lifespan="off") as url:
         yield url
+@pytest.fixture()
+def client_for(settings_factory) -> Iterator[Callable[..., object]]:
+    """Factory: ``client_for(corpus, **settings)`` starts the real app (lifespan included: the index is built from
+    ``corpus``, a list of paths, into a fresh directory) and returns its TestClient, closed at teardown. The
+    embedder and the generator are the process's (loaded once: ``service.pipeline``)."""
+    from fastapi.testclient import TestClient
+
+    from service.api import create_app
+
+    with ExitStack() as stack:
+
+        def make(corpus: list[Path], **overrides) -> TestClient:
+            app = create_app(settings_factory(corpus=corpus, **overrides))
+            return stack.enter_context(TestClient(app))
+
+        yield make

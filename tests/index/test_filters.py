@@ -1,12 +1,10 @@
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from index.filters import compile_filters
 from index.types import Document
-from tests.conftest import ROOT, HashEmbedder
+from tests.conftest import ROOT
 
 ML_ABSTRACTS = ROOT.parent / "shared" / "corpora" / "ml_abstracts.jsonl.gz"
 
@@ -42,22 +40,14 @@ class TestCompileFilters:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not ML_ABSTRACTS.is_file(), reason=f"{ML_ABSTRACTS} not present (shared corpora)")
-def test_filters_apply_inside_retrieval_on_the_ml_corpus(tokenizer, tmp_path: Path) -> None:
+def test_filters_apply_inside_retrieval_on_the_ml_corpus(stand_in) -> None:
     """On 22,981 real abstracts: a filtered top-k is full (a post-filter of the unfiltered top-k would not be) and
     every hit matches. The stand-in embedder is enough: the filter, not the model, is under test."""
-    from index.build import build_index
-    from index.chunking import Chunker
     from index.ingest import load_documents
-    from index.retrieve import Retriever
-    from index.store import IndexConfig, IndexStore
 
-    embedder = HashEmbedder()
-    store = IndexStore(tmp_path / "idx")
     documents = load_documents([ML_ABSTRACTS])
     assert len(documents) == 22981
-    build_index(documents, store, embedder, Chunker(tokenizer, 256, 128, 64),
-                IndexConfig(embedder.name, embedder.dim, 256, 128, 64), show_progress=False)
-    retriever = Retriever(store.load(), embedder)
+    retriever = stand_in.retriever(documents)
     filters = {"venue": "icml", "year": {"gte": 2018}}
     query = "graph neural networks for molecules"
     for mode in ("bm25", "dense", "hybrid"):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from index.errors import IngestError
-from index.ingest import load_documents, text_doc_id
+from index.ingest import Corpus, load_documents, read_corpus, text_doc_id
 from index.text import fold
 from tests.conftest import EDEN, SEEDS
 
@@ -77,18 +77,48 @@ class TestJsonl:
         assert (doc.doc_id, doc.title, doc.text) == ("4983", "T", "Body.")
 
 
+class TestEmptyAndDuplicateRecords:
+    def test_records_without_text_are_skipped_and_reported(self, tmp_path: Path) -> None:
+        path = tmp_path / "c.jsonl"
+        rows = [{"id": "a", "text": "Kept."}, {"id": "b", "text": ""}, {"id": "c", "title": "Title only", "text": "  \n"},
+                {"id": "d", "text": None, "abstract": None}, {"id": "e", "text": "$$ ** {}"}, {"id": "f", "abstract": "Kept too."}]
+        path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+        corpus = read_corpus([path])
+        assert [d.doc_id for d in corpus.documents] == ["a", "f"]
+        assert corpus.skipped == [f"{path}:2", f"{path}:3", f"{path}:4", f"{path}:5"]
+        assert load_documents([path]) == corpus.documents
+
+    def test_a_corpus_of_empty_records_or_no_source_is_empty(self, tmp_path: Path) -> None:
+        path = tmp_path / "blank.jsonl"
+        path.write_text('{"text": " "}\n{"text": "\\t"}\n')
+        assert read_corpus([path]).documents == [] and read_corpus([path]).skipped == [f"{path}:1", f"{path}:2"]
+        assert read_corpus([]) == Corpus([], [])
+
+    def test_a_source_holding_nothing_is_still_an_error(self, tmp_path: Path) -> None:
+        (tmp_path / "empty").mkdir()
+        with pytest.raises(IngestError, match=r"empty: no \.txt, \.jsonl, \.jsonl\.gz files in this directory"):
+            load_documents([tmp_path / "empty"])
+
+    def test_the_same_id_and_text_twice_keeps_the_first_title_and_metadata(self, tmp_path: Path) -> None:
+        path = tmp_path / "d.jsonl"
+        path.write_text('{"id": "x", "title": "First", "text": "Same  text.", "year": 2020}\n'
+                        '{"id": "x", "title": "Second", "text": "same text.", "year": 2021}\n')
+        (doc,) = load_documents([path])
+        assert (doc.title, doc.text, doc.meta["year"], doc.meta["line"]) == ("First", "Same  text.", 2020, 1)
+
+
 class TestBadInput:
     @pytest.mark.parametrize(
         ("name", "content", "message"),
         [
             ("bad.txt", b"Header\n\nfine line\n\nbad \xff byte\n", r"bad\.txt:5: invalid UTF-8"),
             ("bad.jsonl", b'{"text": "ok"}\n[1, 2]\n', r"bad\.jsonl:2: expected a JSON object, got list"),
-            ("bad.jsonl", b'{"text": "ok"}\n{"title": "no text"}\n', r"bad\.jsonl:2: missing or empty 'text'"),
+            ("bad.jsonl", b'{"text": "ok"}\n{"title": "no text"}\n', r"bad\.jsonl:2: missing 'text' \(or 'abstract'\) field"),
+            ("bad.jsonl", b'{"text": "ok"}\n{"text": 0}\n', r"bad\.jsonl:2: 'text' must be a string, got int"),
             ("bad.jsonl", b'{"text": "ok"}\n{not json\n', r"bad\.jsonl:2: not valid JSON"),
             ("empty.txt", b"  \n\n", r"empty\.txt: file is empty"),
             ("header.txt", b"ICML 2026\n\n  \n", r"header\.txt:1: only a header line"),
             ("lone.jsonl", b'{"text": "ok"}\n{"text": "\\ud800 lone"}\n', r"lone\.jsonl:2: text holds a character that is not valid"),
-            ("dup.jsonl", b'{"id": "x", "text": "one"}\n{"id": "x", "text": "two"}\n', r"dup\.jsonl:2: document id 'x'"),
         ],
     )
     def test_error_names_file_and_line(self, tmp_path: Path, name: str, content: bytes, message: str) -> None:
@@ -96,6 +126,16 @@ class TestBadInput:
         path.write_bytes(content)
         with pytest.raises(IngestError, match=message):
             load_documents([path])
+
+    def test_same_id_with_another_text_is_rejected_naming_both_places(self, tmp_path: Path) -> None:
+        (tmp_path / "a.jsonl").write_text('{"id": "x", "text": "One text."}\n')
+        (tmp_path / "b.jsonl").write_text('{"id": "y", "text": "Other."}\n{"id": "x", "text": "Two text."}\n')
+        with pytest.raises(IngestError) as error:
+            load_documents([tmp_path])
+        assert str(error.value) == (
+            f"{tmp_path / 'b.jsonl'}:2: document id 'x' appears again with a different text (first at a.jsonl:1); "
+            "ids must be unique: give one of them another id or remove it"
+        )
 
     def test_missing_path_and_unsupported_type(self, tmp_path: Path) -> None:
         with pytest.raises(IngestError, match="no such file"):

@@ -7,33 +7,21 @@ from pathlib import Path
 
 import pytest
 
-from index.build import build_index
-from index.chunking import Chunker
 from index.errors import IndexMismatch, IndexNotFound, IngestError
 from index.ingest import load_documents
 from index.retrieve import Retriever
-from index.store import IndexConfig, IndexStore, corpus_fingerprint
-from tests.conftest import EDEN, SEEDS, HashEmbedder
+from index.store import corpus_fingerprint
+from tests.conftest import EDEN, SEEDS, StandInIndex
 
 
-@pytest.fixture()
-def setup(tokenizer, tmp_path: Path):
-    embedder = HashEmbedder()
-    chunker = Chunker(tokenizer, 256, 128, 64)
-    config = IndexConfig(embedder.name, embedder.dim, 256, 128, 64)
-    store = IndexStore(tmp_path / "idx")
-    return store, embedder, chunker, config
-
-
-def _build(setup, paths) -> Path:
-    store, embedder, chunker, config = setup
-    return build_index(load_documents(paths), store, embedder, chunker, config, show_progress=False)
+def _build(stand_in: StandInIndex, paths) -> Path:
+    return stand_in.build(load_documents(paths))
 
 
 class TestIndexStore:
-    def test_build_then_load_round_trips_and_verifies(self, setup) -> None:
-        store = setup[0]
-        version = _build(setup, [SEEDS])
+    def test_build_then_load_round_trips_and_verifies(self, stand_in) -> None:
+        store = stand_in.store
+        version = _build(stand_in, [SEEDS])
         index = store.load()
         assert index.path == version == store.current()
         assert len(index.documents) == 38
@@ -45,41 +33,52 @@ class TestIndexStore:
         assert {"faiss-cpu", "bm25s", "sentence-transformers"} <= set(manifest["libraries"])
         assert [p.ordinal for p in index.passages_of(EDEN)] == list(range(len(index.passages_of(EDEN))))
 
-    def test_missing_index(self, setup) -> None:
-        with pytest.raises(IndexNotFound, match="run `citerag index`"):
-            setup[0].load()
+    def test_an_index_from_before_tokenizer_versions_reads_as_version_1(self, stand_in) -> None:
+        from index.tokenize import TOKENIZER_VERSION
 
-    def test_corrupted_file_is_refused(self, setup) -> None:
-        version = _build(setup, [SEEDS])
+        version = _build(stand_in, sorted(SEEDS.glob("*.txt"))[:1])
+        assert stand_in.store.load().config.tokenizer_version == TOKENIZER_VERSION == 2
+        manifest = json.loads((version / "manifest.json").read_text())
+        del manifest["config"]["tokenizer_version"]  # as written before the field existed
+        (version / "manifest.json").write_text(json.dumps(manifest))
+        old = stand_in.store.load()
+        assert old.config.tokenizer_version == 1 and old.config != stand_in.config  # so ensure_index rebuilds it
+
+    def test_missing_index(self, stand_in) -> None:
+        with pytest.raises(IndexNotFound, match="run `citerag index`"):
+            stand_in.store.load()
+
+    def test_corrupted_file_is_refused(self, stand_in) -> None:
+        version = _build(stand_in, [SEEDS])
         with (version / "passages.jsonl").open("a") as handle:
             handle.write("\n")
         with pytest.raises(IndexMismatch, match="passages.jsonl: checksum differs"):
-            setup[0].load()
+            stand_in.store.load()
 
-    def test_failed_ingest_leaves_the_live_index_untouched(self, setup, tmp_path: Path) -> None:
-        store = setup[0]
-        version = _build(setup, [SEEDS])
+    def test_failed_ingest_leaves_the_live_index_untouched(self, stand_in, tmp_path: Path) -> None:
+        store = stand_in.store
+        version = _build(stand_in, [SEEDS])
         bad = tmp_path / "bad.jsonl"
         bad.write_text('{"text": "fine"}\n"not an object"\n')
         with pytest.raises(IngestError, match="bad.jsonl:2"):
-            _build(setup, [SEEDS, bad])
+            _build(stand_in, [SEEDS, bad])
         assert store.current() == version and len(store.load().documents) == 38
 
-    def test_a_rebuild_switches_versions_and_keeps_two(self, setup) -> None:
-        store = setup[0]
-        first = _build(setup, [SEEDS])
+    def test_a_rebuild_switches_versions_and_keeps_two(self, stand_in) -> None:
+        store = stand_in.store
+        first = _build(stand_in, [SEEDS])
         seeds = sorted(SEEDS.glob("*.txt"))
-        second = _build(setup, seeds[:1])
-        third = _build(setup, seeds[1:])
+        second = _build(stand_in, seeds[:1])
+        third = _build(stand_in, seeds[1:])
         assert store.current() == third and len(store.load().documents) == 19
         assert not first.exists() and second.exists()
         assert not list(store.versions.glob(".tmp-*"))
 
 
 class TestRetrieverOnStandIn:
-    def test_modes_ranks_and_one_per_doc(self, setup) -> None:
-        store, embedder = setup[0], setup[1]
-        _build(setup, [SEEDS])
+    def test_modes_ranks_and_one_per_doc(self, stand_in) -> None:
+        store, embedder = stand_in.store, stand_in.embedder
+        _build(stand_in, [SEEDS])
         retriever = Retriever(store.load(), embedder)
         bm25 = retriever.search("LU-KV head-level budget allocation", k=3, mode="bm25")
         assert bm25[0].document.doc_id == "f5bdc4c41e222197" and bm25[0].bm25_rank == 1 and bm25[0].dense_rank is None
@@ -88,16 +87,16 @@ class TestRetrieverOnStandIn:
         assert [r.rank for r in hybrid] == list(range(1, 11))
         assert retriever.search("zzzz qqqq", k=5, mode="bm25") == []
 
-    def test_k_larger_than_the_corpus(self, setup) -> None:
-        store, embedder = setup[0], setup[1]
-        _build(setup, sorted(SEEDS.glob("*.txt"))[:1])
+    def test_k_larger_than_the_corpus(self, stand_in) -> None:
+        store, embedder = stand_in.store, stand_in.embedder
+        _build(stand_in, sorted(SEEDS.glob("*.txt"))[:1])
         retriever = Retriever(store.load(), embedder)
         n = len(retriever.index.passages)
         assert len(retriever.search("model", k=n + 50, mode="dense")) == n
 
-    def test_embedder_must_match_the_index(self, setup) -> None:
-        store, embedder = setup[0], setup[1]
-        _build(setup, [SEEDS])
+    def test_embedder_must_match_the_index(self, stand_in) -> None:
+        store, embedder = stand_in.store, stand_in.embedder
+        _build(stand_in, [SEEDS])
         embedder.name = "other"
         with pytest.raises(ValueError, match="rebuild the index"):
             Retriever(store.load(), embedder)

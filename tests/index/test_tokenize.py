@@ -26,4 +26,35 @@ class TestTokenize:
         ]
 
     def test_non_latin_and_accented_text(self) -> None:
-        assert tokenize("Café naïve 论文") == ["café", "naïv", "论文"]
+        assert tokenize("Café naïve 论文") == ["cafe", "naiv", "论文"]
+
+
+class TestScripts:
+    """Every script is split into words a query in that script can meet (regressions: before tokenizer version 2
+    a Chinese sentence was one token, "naïve" never met "naive", and Devanagari words fell apart at vowel signs)."""
+
+    @pytest.mark.parametrize(
+        ("accented", "plain"),
+        [("naïve", "naive"), ("Café", "cafe"), ("Ἀθῆναι", "αθηναι"), ("μοντέλο", "ΜΟΝΤΕΛΟ"), ("Straße", "strasse"),
+         ("كَتَبَ", "كتب"), ("Ёлка", "елка")],
+    )
+    def test_case_and_diacritics_are_folded(self, accented: str, plain: str) -> None:
+        assert tokenize(accented) == tokenize(plain) and len(tokenize(plain)) == 1
+
+    def test_chinese_japanese_korean_runs_become_overlapping_bigrams(self) -> None:
+        assert tokenize("大型语言模型") == ["大型", "型语", "语言", "言模", "模型"]
+        assert tokenize("データ分析") == ["デー", "ータ", "タ分", "分析"]  # ー belongs to the katakana run
+        assert tokenize("모델은") == ["모델", "델은"]
+        assert tokenize("年") == ["年"]  # a lone character is a unigram
+        assert set(tokenize("检索增强")) <= set(tokenize("大型语言模型的检索增强生成方法"))
+
+    def test_a_cjk_run_never_joins_a_latin_word(self) -> None:
+        assert tokenize("使用GPT-4模型") == ["使用", "gpt4", "gpt", "4", "模型"]
+
+    @pytest.mark.parametrize(
+        ("text", "tokens"),
+        [("हिन्दी भाषा", ["हिन्दी", "भाषा"]), ("Большая языковая модель", ["большая", "языковая", "модель"]),
+         ("نموذج لغوي", ["نموذج", "لغوي"]), ("Ένα μεγάλο μοντέλο", ["ενα", "μεγαλο", "μοντελο"])],
+    )
+    def test_words_keep_their_combining_marks(self, text: str, tokens: list[str]) -> None:
+        assert tokenize(text) == tokens

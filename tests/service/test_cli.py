@@ -30,6 +30,29 @@ def test_bad_input_exits_2_with_one_line(args: list[str], message: str, tmp_path
 
 
 @pytest.mark.slow
+def test_index_of_records_without_text_builds_an_empty_index_and_says_so(tmp_path) -> None:
+    blank = tmp_path / "blank.jsonl"
+    blank.write_text('{"id": "a", "text": " "}\n{"id": "b", "title": "Title only", "text": ""}\n')
+    result = runner.invoke(app, ["index", str(blank), "--index-dir", str(tmp_path / "idx")])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.strip().splitlines()
+    assert lines[0].startswith("indexed 0 documents, 0 passages into ")
+    assert lines[1:] == [
+        f"skipped 2 records without text: {blank}:1, {blank}:2",
+        "the index is empty: /search returns no results and /ask abstains until documents are indexed",
+    ]
+    search = runner.invoke(app, ["search", "anything", "--json", "--index-dir", str(tmp_path / "idx")])
+    assert search.exit_code == 0 and json.loads(search.stdout)["results"] == []
+
+
+def test_index_of_a_directory_without_sources_is_an_error(tmp_path) -> None:
+    (tmp_path / "empty").mkdir()
+    result = runner.invoke(app, ["index", str(tmp_path / "empty"), "--index-dir", str(tmp_path / "idx")])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"error: {tmp_path / 'empty'}: no .txt, .jsonl, .jsonl.gz files in this directory"
+
+
+@pytest.mark.slow
 def test_search_json_is_the_api_shape(seed_settings) -> None:
     result = runner.invoke(app, ["search", "metagenomic foundation model", "--k", "2", "--json",
                                  "--index-dir", str(seed_settings.index_dir)])

@@ -68,3 +68,14 @@ def test_start_up_applies_source_changes_as_an_update_and_keeps_api_documents(se
     assert len(updated.documents) == 19 + 1  # 18 kept + 1 new from the file + the API document
     assert updated.manifest["source_signature"] != first.manifest["source_signature"]
     assert ensure_index(settings, show_progress=False).path == updated.path  # unchanged stat: no re-read
+def test_an_empty_index_is_built_once_and_reused(settings_factory, tmp_path: Path) -> None:
+    from service.pipeline import EMPTY_INDEX, index_notes
+
+    blank = tmp_path / "blank.jsonl"
+    blank.write_text('{"text": "  "}\n')
+    for corpus in ([], [blank]):
+        settings = settings_factory(corpus=corpus)
+        first = ensure_index(settings, show_progress=False)
+        assert (len(first.documents), len(first.passages)) == (0, 0)
+        assert index_notes(first)[-1] == EMPTY_INDEX
+        assert ensure_index(settings, show_progress=False).path == first.path  # not rebuilt at every start

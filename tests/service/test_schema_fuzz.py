@@ -22,7 +22,9 @@ def test_no_operation_answers_5xx(api_client) -> None:
         @settings(max_examples=4 if operation.path in MODEL_BACKED else 40, deadline=None,
                   suppress_health_check=list(HealthCheck), database=None)
         def check(case) -> None:
-            response = case.call()
+            # no read timeout to speak of: a generation on a busy 2-core machine outlasts schemathesis's 10 s
+            # default, and the subject is the status, not the latency
+            response = case.call(timeout=600)
             assert response.status_code < 500, (case.method, case.path, case.body, response.text[:300])
 
         check()

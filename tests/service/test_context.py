@@ -1,0 +1,44 @@
+"""Context selection and citation spans, on fixed inputs (no model)."""
+
+from __future__ import annotations
+
+from index.retrieve import SearchResult
+from index.types import Document, Passage
+from service.answer import claims_by_citation, supporting_span
+from service.context import merge_same_document
+
+TEXT_A = "Alpha one. Alpha two has 28 billion parameters. Alpha three. Alpha four."
+DOC_A = Document("a", "", TEXT_A, "Alpha")
+DOC_B = Document("b", "", "Beta only.", "Beta")
+
+
+def _result(doc: Document, ordinal: int, start: int, end: int, rank: int, dense: float | None) -> SearchResult:
+    passage = Passage(f"{doc.doc_id}#{ordinal}", doc.doc_id, ordinal, start, end, doc.text[start:end], 10)
+    return SearchResult(rank, passage, doc, score=1.0 / rank, bm25_rank=rank, dense_rank=None, dense_score=dense)
+
+
+def test_overlapping_passages_of_one_document_merge_in_position_order() -> None:
+    results = [
+        _result(DOC_A, 1, 11, 60, rank=1, dense=0.4),  # "Alpha two ... Alpha three."
+        _result(DOC_B, 0, 0, 10, rank=2, dense=0.5),
+        _result(DOC_A, 0, 0, 47, rank=3, dense=0.7),  # "Alpha one. Alpha two ..." overlaps A#1
+    ]
+    merged = merge_same_document(results)
+    assert [(r.rank, r.passage.chunk_id) for r in merged] == [(1, "a#0+1"), (2, "b#0")]
+    block = merged[0]
+    assert (block.passage.start, block.passage.end) == (0, 60)
+    assert block.passage.text == TEXT_A[0:60] == block.document.text[block.passage.start : block.passage.end]
+    assert block.bm25_rank == 1 and block.dense_score == 0.7
+
+
+def test_distant_passages_of_one_document_stay_apart_but_adjacent() -> None:
+    results = [_result(DOC_A, 3, 61, 72, rank=1, dense=None), _result(DOC_B, 0, 0, 10, 2, None), _result(DOC_A, 0, 0, 10, 3, None)]
+    assert [r.passage.chunk_id for r in merge_same_document(results)] == ["a#0", "a#3", "b#0"]
+
+
+def test_a_citation_span_is_the_supporting_sentence() -> None:
+    claims = claims_by_citation("Alpha two has 28 billion parameters [1]. Beta exists [2][1].")
+    assert claims == {1: ["Alpha two has 28 billion parameters.", "Beta exists."], 2: ["Beta exists."]}
+    start, end = supporting_span(TEXT_A, claims[1])
+    assert TEXT_A[start:end] == "Alpha two has 28 billion parameters."
+    assert supporting_span(TEXT_A, ["Gamma"]) == (0, len(TEXT_A))  # nothing shared: the whole passage
