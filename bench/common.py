@@ -426,6 +426,7 @@ class BenchIndexes:
 
     Attributes:
         settings, embedder, config, chunker: as ``citerag index`` would use them.
+        embedder_load_s: seconds :func:`service.pipeline.load_embedder` took (imports included).
     """
 
     def __init__(self) -> None:
@@ -433,7 +434,9 @@ class BenchIndexes:
         from service.settings import Settings
 
         self.settings = Settings()
+        started = time.perf_counter()
         self.embedder = load_embedder()
+        self.embedder_load_s = time.perf_counter() - started  # torch import + model load, in seconds
         self.config = index_config(self.settings, self.embedder)
         self.chunker = make_chunker(self.settings, self.embedder)
         self.cache = EmbeddingCache(self.embedder)
@@ -455,9 +458,10 @@ class BenchIndexes:
                             self.config)
         return documents, built
 
-    def abstracts(self, shared: Path, limit: int | None = None) -> tuple[list[Document], BenchIndex]:
+    def abstracts(self, shared: Path, limit: int | None = None, dense_kind: str = "auto") -> tuple[list[Document], BenchIndex]:
         """The ML abstracts' index (the first ``limit`` only when given: ``.citerag-bench/index-abstracts-<n>``;
-        all 22,981: ``index-abstracts-all``). A slice is written to a JSONL source file first."""
+        all 22,981: ``index-abstracts-all``; a forced ``dense_kind`` other than ``auto`` gets its own directory). A
+        slice is written to a JSONL source file first."""
         documents = load_abstracts(shared, limit)
         tag = str(len(documents)) if limit else "all"
         sources = [shared / ML_ABSTRACTS]
@@ -466,6 +470,7 @@ class BenchIndexes:
             sources = [CACHE_DIR / f"abstracts-{tag}.jsonl"]
             if not sources[0].exists():
                 write_jsonl(sources[0], documents)
-        built = bench_index(CACHE_DIR / f"index-abstracts-{tag}", documents, sources,
-                            lambda: self.embedded(documents), self.config)
+        suffix = "" if dense_kind == "auto" else f"-{dense_kind}"
+        built = bench_index(CACHE_DIR / f"index-abstracts-{tag}{suffix}", documents, sources,
+                            lambda: self.embedded(documents), self.config, dense_kind)
         return documents, built

@@ -1,7 +1,7 @@
 """Search latency of citerag against the raw libraries it wraps, at three corpus sizes; at ~1M passages also HNSW
 Recall@10 against exact search, memory per passage, build times and the service's start-up time.
 
-    python -m bench.search_latency                         # 38 abstracts, 22,981 abstracts, ~1M passages
+    python -m bench.search_latency      # 38 abstracts, 22,981 abstracts (flat, and HNSW forced), ~1M passages
     python -m bench.search_latency --sizes seed,abstracts --limit 2000 --no-record   # a quick check
     python -m bench.search_latency --embed-only            # only fill the embedding cache
 
@@ -11,7 +11,8 @@ What is timed, one query at a time (200 titles of the 22,981-abstract corpus dra
   memory-mapped). Tokenising, fusion and result assembly are included; the query *embedding* is not: the retriever
   gets a :class:`~bench.common.PrecomputedEmbedder` holding the query vectors computed beforehand with the real
   model, and that encoding is timed on its own row.
-- raw bm25s: ``BM25.get_scores(token ids)`` + ``bm25s.selection.topk`` on the same index files and query tokens.
+- raw bm25s: ``BM25.get_scores(token ids)`` on the same index files and query tokens + a plain numpy top-k
+  (``bm25s.selection.topk``, which is slower here, is timed on its own row).
 - raw FAISS: ``index.search`` on the same ``dense.faiss`` (same kind; HNSW at the same efSearch).
 - raw hybrid: raw bm25s top-100 + raw FAISS top-100 (citerag's candidate depth), without fusion.
 
@@ -63,7 +64,7 @@ from index.text import fold
 from index.tokenize import tokenize, tokenize_many
 from index.types import Document
 
-SIZES = ("seed", "abstracts", "replicated")
+SIZES = ("seed", "abstracts", "abstracts-hnsw", "replicated")
 K = 10
 RECALL_EPS = 1e-5  # a returned hit counts when its exact score is >= the 10th exact score - eps (ties: copies)
 
@@ -309,6 +310,10 @@ def main() -> None:
             directory, label = seed_index.directory, f"{len(documents)} abstracts"
         elif size == "abstracts":
             directory, label = abstracts_dir, f"{len(abstracts):,} abstracts"
+        elif size == "abstracts-hnsw":  # the same passages and vectors, HNSW forced (auto is flat below 200k)
+            _, forced = indexes.abstracts(shared, args.limit, dense_kind="hnsw")
+            directory, label = forced.directory, f"{len(abstracts):,} abstracts, HNSW forced"
+            build_rows.append([label, *(f"{k} {v:.1f}" for k, v in forced.timings_s.items())])
         else:
             directory, label = replicated_index(args, abstracts_dir, indexes.config, build_rows, tag)
         print(f"timing {label} ...", flush=True)
@@ -323,6 +328,9 @@ def main() -> None:
             gc.collect()
             if not args.no_startup:
                 start_rows, start_notes = startup(directory, queries[0])
+                start_notes.append(f"in the bench process, load_embedder() (torch import + model) took "
+                                   f"{indexes.embedder_load_s:.1f} s and load_version() of this index "
+                                   f"{load_steps['total (under cProfile)']:.1f} s under cProfile (next table)")
                 extra_tables.append((
                     f"Start-up: `citerag serve --index-dir` on the {label} index (seconds from process start)",
                     markdown_table(["event", "s"], start_rows) + "\n\n" + "\n".join(f"- {n}" for n in start_notes),
