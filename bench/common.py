@@ -154,7 +154,7 @@ def record(title: str, table: str, notes: Sequence[str] = (), loads: Sequence[st
     print(text)
     if write:
         if not RESULTS.exists():
-            RESULTS.write_text("# Benchmark results\n\nEach section is appended by the script named in its command.\n\n")
+            RESULTS.write_text("# Benchmarks\n\nMeasured numbers, newest at the end; each section names its command, date and machine.\n\n")
         with RESULTS.open("a", encoding="utf-8") as handle:
             handle.write(text)
 

@@ -32,6 +32,10 @@ class ModelNotFound(CiteragError):
     """A model package is not installed or its assembled file fails verification."""
 
 
+class BackendUnavailable(CiteragError):
+    """The retrieval engine (a Milvus server, or a Milvus Lite file) cannot be reached or refused a request."""
+
+
 class DocumentNotFound(CiteragError):
     """No document with the requested id."""
 

@@ -35,11 +35,12 @@ _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
 OPERATORS = tuple(_COMPARE)
 
 
-def _norm(value: Any) -> Any:
+def fold_value(value: Any) -> Any:
+    """The compared form of a metadata value or filter target: strings case-folded, lists element-wise."""
     if isinstance(value, str):
         return value.casefold()
     if isinstance(value, list | tuple):
-        return [_norm(v) for v in value]
+        return [fold_value(v) for v in value]
     return value
 
 
@@ -59,7 +60,7 @@ def compile_filters(filters: Filters) -> Callable[[Document], bool]:
                 raise ValueError(f"filters.{field}: unknown operator {op!r}; use one of {', '.join(OPERATORS)}")
             if op in ("in", "nin") and not isinstance(target, list | tuple):
                 raise ValueError(f"filters.{field}.{op}: expected a list")
-            checks.append((field, op, _norm(target)))
+            checks.append((field, op, fold_value(target)))
 
     def matches(doc: Document) -> bool:
         for field, op, target in checks:
@@ -67,7 +68,7 @@ def compile_filters(filters: Filters) -> Callable[[Document], bool]:
             if value is None:
                 return False
             try:
-                if not _COMPARE[op](_norm(value), target):
+                if not _COMPARE[op](fold_value(value), target):
                     return False
             except TypeError:  # e.g. comparing a string year with a number
                 return False

@@ -3,6 +3,7 @@ weighted fusion. The default was chosen by measurement: see ``eval/results/scifa
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -145,16 +146,8 @@ class Retriever:
         Raises:
             ValueError: unknown mode, ``k < 1`` or malformed filters.
         """
-        if mode not in ("hybrid", "bm25", "dense"):
-            raise ValueError(f"mode must be 'hybrid', 'bm25' or 'dense', got {mode!r}")
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
-        # Fusion needs the top-N candidates of both retrievers, and one passage per document needs deeper lists
-        # (documents average a few passages each); a single retriever's own top-k is already the answer.
-        if mode == "hybrid" or one_per_doc:
-            depth = max(self.candidates, k * PASSAGES_PER_DOC if one_per_doc else k)
-        else:
-            depth = k
+        check_search(mode, k)
+        depth = candidate_depth(self.candidates, k, one_per_doc, mode)
         allowed = self.mask(filters)
         tokens = tokenize(query) if mode in ("hybrid", "bm25") else []
         bm25 = self.index.bm25.search(tokens, depth, allowed) if mode in ("hybrid", "bm25") else []
@@ -165,30 +158,66 @@ class Retriever:
             ranked = dense
         else:
             ranked = self.fuse(tokens, bm25, dense, fusion or self.fusion, top_k=2 * depth if one_per_doc else k)
-        bm25_at = {hit.row: (rank, hit.score) for rank, hit in enumerate(bm25, start=1)}
-        dense_at = {hit.row: (rank, hit.score) for rank, hit in enumerate(dense, start=1)}
-        results: list[SearchResult] = []
-        seen_docs: set[str] = set()
-        for hit in ranked:
-            passage = self.index.passages[hit.row]
-            if one_per_doc:
-                if passage.doc_id in seen_docs:
-                    continue
-                seen_docs.add(passage.doc_id)
-            bm25_rank, bm25_score = bm25_at.get(hit.row, (None, None))
-            dense_rank, dense_score = dense_at.get(hit.row, (None, None))
-            results.append(
-                SearchResult(
-                    rank=len(results) + 1,
-                    passage=passage,
-                    document=self.index.documents[passage.doc_id],
-                    score=hit.score,
-                    bm25_rank=bm25_rank,
-                    dense_rank=dense_rank,
-                    bm25_score=bm25_score,
-                    dense_score=dense_score,
-                )
-            )
-            if len(results) == k:
-                break
-        return results
+        chosen = select_hits(ranked, self.index.passages, k, one_per_doc)
+        return search_results(chosen, bm25, dense, self.index.passages, self.index.documents)
+
+
+def check_search(mode: str, k: int) -> None:
+    """Validate a search's mode and size (every backend gives the same messages).
+
+    Raises:
+        ValueError: unknown mode, or ``k < 1``.
+    """
+    if mode not in ("hybrid", "bm25", "dense"):
+        raise ValueError(f"mode must be 'hybrid', 'bm25' or 'dense', got {mode!r}")
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+
+
+def candidate_depth(candidates: int, k: int, one_per_doc: bool, mode: str = "hybrid") -> int:
+    """How many candidates to take from each retriever: at least ``candidates`` for fusion; one passage per document
+    needs deeper lists (documents average a few passages each); a single retriever's own top-``k`` (``mode`` bm25
+    or dense, every passage wanted) is already the answer, so it is asked for ``k`` rows only."""
+    if mode != "hybrid" and not one_per_doc:
+        return k
+    return max(candidates, k * PASSAGES_PER_DOC if one_per_doc else k)
+
+
+def select_hits(ranked: Sequence[Hit], passages: Sequence[Passage], k: int, one_per_doc: bool) -> list[Hit]:
+    """The first ``k`` of ``ranked`` (rows into ``passages``), only each document's best passage when
+    ``one_per_doc``."""
+    chosen: list[Hit] = []
+    seen_docs: set[str] = set()
+    for hit in ranked:
+        if one_per_doc:
+            doc_id = passages[hit.row].doc_id
+            if doc_id in seen_docs:
+                continue
+            seen_docs.add(doc_id)
+        chosen.append(hit)
+        if len(chosen) == k:
+            break
+    return chosen
+
+
+def search_results(
+    chosen: Sequence[Hit],
+    bm25: Sequence[Hit],
+    dense: Sequence[Hit],
+    passages: Sequence[Passage],
+    documents: Mapping[str, Document],
+) -> list[SearchResult]:
+    """``chosen`` as ranked results (rank 1 first), each with its rank and score in the BM25 and dense candidate
+    lists when it was among them."""
+    bm25_at = {hit.row: (rank, hit.score) for rank, hit in enumerate(bm25, start=1)}
+    dense_at = {hit.row: (rank, hit.score) for rank, hit in enumerate(dense, start=1)}
+    results: list[SearchResult] = []
+    for rank, hit in enumerate(chosen, start=1):
+        passage = passages[hit.row]
+        bm25_rank, bm25_score = bm25_at.get(hit.row, (None, None))
+        dense_rank, dense_score = dense_at.get(hit.row, (None, None))
+        results.append(
+            SearchResult(rank, passage, documents[passage.doc_id], hit.score, bm25_rank, dense_rank, bm25_score,
+                         dense_score)
+        )
+    return results

@@ -31,13 +31,14 @@ from index.errors import (
     IngestError,
     ModelNotFound,
     Overloaded,
+    BackendUnavailable,
     Unauthorized,
     WritesDisabled,
 )
 from index.backend import SearchBackend
 from index.store import LoadedIndex
 from service.answer import Answer, Answerer
-from service.pipeline import ensure_index, index_notes, open_answerer, open_backend
+from service.pipeline import ensure_index, index_notes, open_answerer, open_backend, open_milvus_backend
 from service.schemas import (
     MAX_DOCUMENTS_PER_REQUEST,
     AskRequest,
@@ -67,6 +68,7 @@ _STATUS: dict[type[CiteragError], int] = {
     IndexMismatch: 503,
     ModelNotFound: 503,
     Overloaded: 503,
+    BackendUnavailable: 503,
     Unauthorized: 401,
     WritesDisabled: 403,
 }
@@ -168,8 +170,12 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         effective = settings or get_settings()
-        live = index or ensure_index(effective, show_progress=False)
-        backend = open_backend(effective, live)
+        if effective.backend == "milvus":
+            backend: SearchBackend = open_milvus_backend(effective, show_progress=False)
+            notes: list[str] = []
+        else:
+            live = index or ensure_index(effective, show_progress=False)
+            backend, notes = open_backend(effective, live), index_notes(live)
         key = effective.api_key.get_secret_value() if effective.api_key else None
         writes = WriteGuard(key, effective.host)
         app.state.service = Service(
@@ -178,11 +184,13 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
         metrics.documents.set_function(lambda: int(backend.stats()["documents"]))
         metrics.passages.set_function(lambda: int(backend.stats()["passages"]))
         metrics.queue_depth.set_function(lambda: app.state.service.gate.admitted)
-        log.info("serving %d documents, %d passages from %s", len(live.documents), len(live.passages), live.path)
+        stats = backend.stats()
+        log.info("serving %s documents, %s passages (%s backend, %s)", stats["documents"], stats["passages"],
+                 backend.name, stats["version"])
         if not writes.enabled:
             log.warning("write endpoints disabled: listening on %s without CITERAG_API_KEY", effective.host)
-        for note in index_notes(live):  # records skipped at ingest; an empty index
-            log.warning("%s (%s)", note, live.path)
+        for note in notes:  # records skipped at ingest; an empty index
+            log.warning("%s (%s)", note, stats["version"])
         yield
 
     app = FastAPI(

@@ -75,6 +75,15 @@ def _settings(index_dir: Path | None) -> Settings:
     return Settings(index_dir=index_dir) if index_dir else Settings()
 
 
+def _open_searcher(settings: Settings):  # noqa: ANN202 - a Retriever or a MilvusBackend
+    """What `search` and `ask` query: the embedded index's retriever, or the Milvus backend (CITERAG_BACKEND)."""
+    from service.pipeline import open_milvus_backend, open_retriever
+
+    if settings.backend == "milvus":
+        return open_milvus_backend(settings, show_progress=False)
+    return open_retriever(settings, _open_index(settings))
+
+
 def _open_index(settings: Settings):  # noqa: ANN202 - returns LoadedIndex; imported lazily to keep --help fast
     """The live index (never built implicitly: a mistyped --index-dir must not start a build)."""
     from index.store import IndexStore
@@ -103,6 +112,14 @@ def index_command(
     if add and not paths:
         _fail("--add needs PATHS: the files or directories to add")
     settings = _settings(index_dir)
+    if settings.backend == "milvus":
+        from index.ingest import load_documents
+        from service.pipeline import open_milvus_backend
+
+        report = open_milvus_backend(settings).add_documents(load_documents(paths or settings.corpus))
+        console.print(f"milvus: {len(report.added)} added, {len(report.replaced)} replaced, "
+                      f"{len(report.unchanged)} unchanged ({report.passages_embedded} passages embedded)")
+        return
     index = build(settings, paths or settings.corpus, add=add)
     console.print(f"indexed {len(index.documents)} documents, {len(index.passages)} passages into {index.path}")
     for note in index_notes(index):
@@ -121,15 +138,13 @@ def search(
     index_dir: IndexDirOption = None,
 ) -> None:
     """Search passages."""
-    from service.pipeline import open_retriever
     from service.schemas import PassageOut, SearchRequest, SearchResponse
 
     request = SearchRequest(
         query=query, k=k, mode=mode, one_per_doc=one_per_doc, filters=_parse_filters(filters)  # type: ignore[arg-type]
     )
     settings = _settings(index_dir)
-    retriever = open_retriever(settings, _open_index(settings))
-    results = retriever.search(
+    results = _open_searcher(settings).search(
         request.query, k=request.k, mode=request.mode, one_per_doc=request.one_per_doc, filters=request.filters
     )
     response = SearchResponse(query=request.query, mode=request.mode, results=[PassageOut.of(r) for r in results])
@@ -153,12 +168,12 @@ def ask(
 ) -> None:
     """Answer a question with numbered citations, or abstain. The raw text streams first; the checked answer
     (citations verified) and its sources follow."""
-    from service.pipeline import open_answerer, open_retriever
+    from service.pipeline import open_answerer
     from service.schemas import AskRequest, AskResponse
 
     request = AskRequest(question=question, k=k)
     settings = _settings(index_dir)
-    answerer = open_answerer(settings, open_retriever(settings, _open_index(settings)))
+    answerer = open_answerer(settings, _open_searcher(settings))
     streaming = stream and not json_out
 
     def on_delta(text: str) -> None:
@@ -282,8 +297,10 @@ def serve(
     from service.pipeline import ensure_index
 
     settings = _settings(index_dir).model_copy(update={"host": host, "port": port})
-    index = ensure_index(settings, show_progress=True)
-    console.print(f"index: {len(index.documents)} documents, {len(index.passages)} passages ({index.path})")
+    index = None
+    if settings.backend == "embedded":
+        index = ensure_index(settings, show_progress=True)
+        console.print(f"index: {len(index.documents)} documents, {len(index.passages)} passages ({index.path})")
     from service.observability import json_logging
 
     uvicorn.run(create_app(settings, index), host=host, port=port, log_config=json_logging())
@@ -301,10 +318,15 @@ def eval_command(
     out: Annotated[Path, typer.Option(help="Directory for the results (Markdown, JSON, PNG).")] = PROJECT_ROOT / "eval" / "results",
     json_out: JsonOption = False,
     index_dir: IndexDirOption = None,
+    backend: Annotated[
+        Literal["embedded", "milvus"] | None,
+        typer.Option(help="Retrieval backend (default $CITERAG_BACKEND, else embedded); milvus has no bounded fusion."),
+    ] = None,
 ) -> None:
     """Retrieval quality. Dev set: Recall@1/5/10, MRR@10, nDCG@10 for bm25, dense and hybrid. --benchmark: nDCG@10,
     Recall@10/100, MRR@10 for bm25, dense, hybrid-rrf and hybrid-weighted, indexed into a separate directory."""
     from service.evaluate import (
+        BENCHMARK_RUNS,
         bar_chart,
         evaluate_benchmark,
         evaluate_devset,
@@ -314,7 +336,6 @@ def eval_command(
         metrics_table,
         write_report,
     )
-    from service.pipeline import ensure_index, open_retriever
 
     out.mkdir(parents=True, exist_ok=True)
     if answers:
@@ -323,14 +344,17 @@ def eval_command(
     if benchmark is not None:
         bench = load_beir(benchmark)
         settings = Settings(index_dir=index_dir or Path(".citerag-bench") / bench.name, corpus=[bench.corpus])
+        settings = settings.model_copy(update={"backend": backend or settings.backend})
+        suffix = "" if settings.backend == "embedded" else f"-{settings.backend}"
         started = time.perf_counter()
-        index = ensure_index(settings, show_progress=True)
-        retriever = open_retriever(settings, index)
-        results = evaluate_benchmark(retriever, bench)
+        searcher, held = _open_searcher(settings)
+        runs = {
+            name: run for name, run in BENCHMARK_RUNS.items() if settings.backend == "embedded" or name != "hybrid-bounded"
+        }
+        results = evaluate_benchmark(searcher, bench, runs)
         results["settings"] = {
-            "index": index.manifest["config"],
-            "documents": len(index.documents),
-            "passages": len(index.passages),
+            **held,
+            "backend": settings.backend,
             "candidates": settings.candidates,
             "rrf_k": settings.rrf_k,
             "weights": [settings.weight_bm25, settings.weight_dense],
@@ -339,25 +363,44 @@ def eval_command(
         }
         table = metrics_table(results["runs"])
         generated = (
-            f"{table}\n\n{results['queries']} queries, {len(index.documents)} documents in {len(index.passages)} "
+            f"{table}\n\n{results['queries']} queries, {held['documents']} documents in {held['passages']} "
             f"passages; document score = best passage (MaxP). Settings: `{json.dumps(results['settings'])}`. "
-            f"Produced by `citerag eval --benchmark {benchmark}`."
+            f"Produced by `citerag eval --benchmark {benchmark}{' --backend ' + settings.backend if suffix else ''}`."
         )
-        write_report(out / f"{bench.name}.md", generated, f"Retrieval on {bench.name}")
-        (out / f"{bench.name}.json").write_text(json.dumps(results, indent=2) + "\n")
-        bar_chart(results["runs"], f"{bench.name} ({results['queries']} queries)", out / f"{bench.name}.png")
+        name = f"{bench.name}{suffix}"
+        write_report(out / f"{name}.md", generated, f"Retrieval on {bench.name} ({settings.backend} backend)")
+        (out / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
+        bar_chart(results["runs"], f"{bench.name} ({results['queries']} queries)", out / f"{name}.png")
     else:
         if not devset.is_file():
             _fail(f"{devset}: dev set not found")
         settings = _settings(index_dir)
-        retriever = open_retriever(settings, ensure_index(settings, show_progress=True))
-        results = evaluate_devset(retriever, load_devset(devset))
+        settings = settings.model_copy(update={"backend": backend or settings.backend})
+        suffix = "" if settings.backend == "embedded" else f"-{settings.backend}"
+        results = evaluate_devset(_open_searcher(settings)[0], load_devset(devset))
         table = markdown_table(results)
-        (out / "devset.md").write_text(
-            f"# Retrieval on the dev set ({results['questions']} answerable questions, document-level)\n\n{table}\n"
+        (out / f"devset{suffix}.md").write_text(
+            f"# Retrieval on the dev set ({results['questions']} answerable questions, document-level, "
+            f"{settings.backend} backend)\n\n{table}\n"
         )
-        (out / "devset.json").write_text(json.dumps(results, indent=2) + "\n")
+        (out / f"devset{suffix}.json").write_text(json.dumps(results, indent=2) + "\n")
     typer.echo(json.dumps(results, indent=2) if json_out else table)
+
+
+def _open_searcher(settings: Settings) -> tuple[Any, dict[str, Any]]:
+    """The retrieval backend ``settings.backend`` names (the embedded index built or refreshed first; Milvus with
+    its first-run ingest), and what it holds: ``index`` (config or Milvus stats), ``documents``, ``passages``."""
+    if settings.backend == "milvus":
+        from service.pipeline import open_milvus_backend
+
+        milvus = open_milvus_backend(settings)
+        stats = milvus.stats()
+        return milvus, {"index": stats, "documents": stats["documents"], "passages": stats["passages"]}
+    from service.pipeline import ensure_index, open_retriever
+
+    index = ensure_index(settings, show_progress=True)
+    held = {"index": index.manifest["config"], "documents": len(index.documents), "passages": len(index.passages)}
+    return open_retriever(settings, index), held
 
 
 def _eval_answers(devset: Path, out: Path, k: int, json_out: bool, index_dir: Path | None) -> None:

@@ -35,7 +35,11 @@ class Completion:
 class Generator:
     """A chat model loaded once per process; calls are serialised (one slot), so concurrent callers queue.
 
-    llama.cpp keeps the KV cache of the previous prompt, so the shared system-prompt prefix is evaluated once.
+    llama.cpp keeps the KV cache of the previous prompt, so the shared system-prompt prefix is evaluated once. The
+    cache is pinned to that prefix around every call (:meth:`_pin_prefix`): llama.cpp's logits differ slightly
+    between evaluating a prompt's tail as one batch and re-using a whole cached prompt (llama.cpp issues #4902,
+    #28527), which can change greedy output; with the pin, the same messages always take the same path and give the
+    same answer, whatever was asked before.
 
     Args:
         model_path: a GGUF file.
@@ -66,6 +70,7 @@ class Generator:
         self.n_ctx = n_ctx
         self._server = xllamacpp.Server(params)
         self._lock = threading.Lock()
+        self._pinned = False
 
     def chat(
         self,
@@ -91,13 +96,29 @@ class Generator:
             "cache_prompt": True,
         }
         with self._lock:
-            if on_delta is None:
-                response = self._server.handle_chat_completions(request)
-                if "error" in response:
-                    raise RuntimeError(f"generation failed: {response['error']}")
-                choice = response["choices"][0]
-                return _completion(choice["message"]["content"] or "", choice["finish_reason"], response)
-            return self._stream(request, on_delta)
+            if not self._pinned:
+                self._pin_prefix(messages)
+            try:
+                if on_delta is None:
+                    response = self._server.handle_chat_completions(request)
+                    if "error" in response:
+                        raise RuntimeError(f"generation failed: {response['error']}")
+                    choice = response["choices"][0]
+                    return _completion(choice["message"]["content"] or "", choice["finish_reason"], response)
+                return self._stream(request, on_delta)
+            finally:
+                self._pin_prefix(messages)
+
+    def _pin_prefix(self, messages: list[dict[str, str]]) -> None:
+        """Leave only the system prompt (and the empty user turn's header) in the KV cache: one tiny completion
+        whose prompt shares exactly that prefix with every question's prompt (~10 tokens to evaluate, 1 to
+        generate; run after each answer, so it does not delay the next one's first token)."""
+        system = [m for m in messages[:1] if m.get("role") == "system"]
+        self._server.handle_chat_completions(
+            {"messages": [*system, {"role": "user", "content": ""}], "max_tokens": 1, "temperature": 0.0,
+             "seed": 0, "cache_prompt": True}
+        )
+        self._pinned = True
 
     def _stream(self, request: dict[str, Any], on_delta: Callable[[str], bool | None]) -> Completion:
         pieces: list[str] = []

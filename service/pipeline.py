@@ -8,10 +8,11 @@ import json
 import logging
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from index.build import build_index, update_index
 from index.chunking import Chunker
-from index.embed import SentenceTransformerEmbedder
+from index.embed import Embedder, SentenceTransformerEmbedder
 from index.embedded import EmbeddedBackend
 from index.ingest import read_corpus, source_files
 from index.backend import Searcher
@@ -22,6 +23,9 @@ from service.answer import Answerer
 from service.generator import Generator
 from service.models import GENERATORS, assemble_gguf, embedding_model_dir
 from service.settings import Settings
+
+if TYPE_CHECKING:
+    from index.milvus import MilvusBackend
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +210,58 @@ def open_backend(settings: Settings, index: LoadedIndex) -> EmbeddedBackend:
         index_config(settings, embedder),
         dense_kind=settings.dense_index,
     )
+def open_milvus_backend(
+    settings: Settings, embedder: Embedder | None = None, show_progress: bool = True
+) -> MilvusBackend:
+    """The Milvus backend the settings ask for, with ``settings.corpus`` ingested on first run (empty collections).
+
+    The URI is ``settings.milvus_uri`` or the Milvus Lite file ``<index_dir>/milvus.db``. Fusion is
+    ``settings.fusion`` except the embedded default ``"bounded"``, which Milvus cannot compute (it needs BM25
+    document frequencies): RRF with ``settings.rrf_k`` then, as logged.
+
+    Args:
+        embedder: the encoder (default: the packaged MiniLM); it must have a ``tokenizer`` and ``max_seq_length``
+            for the chunker.
+        show_progress: progress bar while embedding the first-run corpus.
+
+    Raises:
+        ValueError: ``settings.bm25_method`` is not ``"lucene"`` (Milvus scores BM25 the Lucene way only).
+        IndexMismatch: the collections were created with another embedder, analyzer, BM25 or chunk setting.
+        IngestError: a corpus file is bad (nothing is written).
+    """
+    from index.milvus import MilvusBackend
+
+    if settings.bm25_method != "lucene":
+        raise ValueError(
+            f"bm25_method {settings.bm25_method!r}: the Milvus backend scores BM25 as Lucene does; use lucene"
+        )
+
+    encoder = embedder or load_embedder()
+    chunker = Chunker(
+        encoder.tokenizer, encoder.max_seq_length, settings.chunk_tokens, settings.chunk_overlap  # type: ignore[attr-defined]
+    )
+    fusion = settings.fusion
+    if fusion == "bounded":
+        log.info("Milvus backend: bounded fusion needs BM25 document frequencies Milvus does not expose; using RRF")
+        fusion = "rrf"
+    backend = MilvusBackend(
+        settings.milvus_uri or str(settings.index_dir / "milvus.db"),
+        encoder,
+        chunker,
+        token=settings.milvus_token.get_secret_value(),
+        analyzer=settings.milvus_analyzer,
+        bm25_k1=settings.bm25_k1,
+        bm25_b=settings.bm25_b,
+        candidates=settings.candidates,
+        rrf_k=settings.rrf_k,
+        fusion=fusion,
+        weights=(settings.weight_bm25, settings.weight_dense),
+    )
+    if backend.stats()["documents"] == 0:
+        documents = read_corpus(settings.corpus).documents
+        log.info("Milvus collections are empty: ingesting %d documents from %s", len(documents), settings.corpus)
+        backend.add_documents(documents, show_progress=show_progress)
+    return backend
 
 
 def generator_path(settings: Settings) -> Path:

@@ -63,6 +63,18 @@ class Settings(BaseSettings):
     weight_bm25: float = Field(0.5, ge=0, description="BM25 weight for bounded and weighted fusion.")
     weight_dense: float = Field(0.5, ge=0, description="Dense weight for bounded and weighted fusion.")
 
+    # Retrieval backend (see the README, "Scaling out with Milvus").
+    backend: Literal["embedded", "milvus"] = Field(
+        "embedded", description="embedded (FAISS + bm25s files in index_dir) or milvus (pymilvus: Lite or a server)."
+    )
+    milvus_uri: str | None = Field(
+        None, description="Milvus Lite file (*.db) or server URL (http://host:19530); default <index_dir>/milvus.db."
+    )
+    milvus_token: SecretStr = Field(SecretStr(""), description="Milvus server token (user:password or API key).")
+    milvus_analyzer: Literal["citerag", "milvus"] = Field(
+        "citerag", description="What Milvus BM25 analyses: citerag's stemmed tokens or raw text (Milvus's analyzer)."
+    )
+
     # Answering.
     generator: Literal["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"] = "qwen2.5-coder-1.5b"
     generator_path: Path | None = Field(None, description="A GGUF file to use instead of the packaged generator.")

@@ -53,13 +53,9 @@ def test_three_way_evaluation_on_the_devset(seed_settings) -> None:
     assert results["by_kind"]["bm25"]["acronym"] == 1.0
 
 
-@pytest.mark.slow
-def test_eval_benchmark_command_on_a_tiny_beir_folder(tmp_path: Path) -> None:
+def _tiny_beir(tmp_path: Path) -> Path:
+    """A three-document BEIR folder with two judged queries and one unjudged."""
     import json
-
-    from typer.testing import CliRunner
-
-    from service.cli import app
 
     beir = tmp_path / "tiny"
     (beir / "qrels").mkdir(parents=True)
@@ -73,16 +69,34 @@ def test_eval_benchmark_command_on_a_tiny_beir_folder(tmp_path: Path) -> None:
                {"_id": "q2", "text": "How large is the metagenomic model?"}, {"_id": "q3", "text": "unjudged"}]
     (beir / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries) + "\n")
     (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
+    return beir
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("backend", "name", "fusions"),
+    [("embedded", "tiny", {"rrf", "weighted", "bounded"}), ("milvus", "tiny-milvus", {"rrf", "weighted"})],
+)
+def test_eval_benchmark_command_on_a_tiny_beir_folder(
+    tmp_path: Path, backend: str, name: str, fusions: set[str]
+) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from service.cli import app
+
     out = tmp_path / "results"
-    result = CliRunner().invoke(app, ["eval", "--benchmark", str(beir), "--out", str(out),
-                                      "--index-dir", str(tmp_path / "idx"), "--json"])
+    result = CliRunner().invoke(app, ["eval", "--benchmark", str(_tiny_beir(tmp_path)), "--out", str(out),
+                                      "--index-dir", str(tmp_path / "idx"), "--backend", backend, "--json"])
     assert result.exit_code == 0, result.output
-    body = json.loads((out / "tiny.json").read_text())
+    body = json.loads((out / f"{name}.json").read_text())
     assert body["queries"] == 2  # only judged queries
-    assert set(body["runs"]) == {"bm25", "dense", "hybrid-rrf", "hybrid-weighted", "hybrid-bounded"}
-    assert body["runs"]["hybrid-bounded"]["nDCG@10"] == pytest.approx(1.0)
-    assert (out / "tiny.png").stat().st_size > 0
-    assert "| hybrid-bounded | 1.000 |" in (out / "tiny.md").read_text()
+    assert set(body["runs"]) == {"bm25", "dense"} | {f"hybrid-{f}" for f in fusions}
+    assert body["runs"]["hybrid-rrf"]["nDCG@10"] == pytest.approx(1.0)
+    assert body["settings"]["backend"] == backend and body["settings"]["passages"] == 3
+    assert (out / f"{name}.png").stat().st_size > 0
+    assert "| hybrid-rrf | 1.000 |" in (out / f"{name}.md").read_text()
 
 
 def test_missing_benchmark_file_is_named(tmp_path: Path) -> None:

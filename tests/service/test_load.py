@@ -126,7 +126,8 @@ def test_32_concurrent_clients_get_consistent_answers_and_no_errors(server) -> N
         assert len(runs) == SEARCH_REPEATS and all(run == baseline[key] for run in runs), key
         assert baseline[key], key
     for question, runs in answers.items():
-        assert len(runs) == ASK_REPEATS and all(run == runs[0] for run in runs), question
+        differing = {name for run in runs for name in run if run[name] != runs[0][name]}
+        assert len(runs) == ASK_REPEATS and not differing, (question, {n: [r[n] for r in runs] for n in differing})
         fact, doc_id = QUESTIONS[question]
         assert runs[0]["abstained"] is False and fact in runs[0]["answer"].lower(), runs[0]["answer"]
         assert {c["doc_id"] for c in runs[0]["citations"]} == {doc_id}

