@@ -57,7 +57,7 @@ from bench.common import (
     write_jsonl,
 )
 from index.build import passage_texts
-from index.dense import HNSW_EF_SEARCH, DenseIndex
+from index.dense import HNSW_EF_SEARCH, DenseIndex, omp_threads
 from index.retrieve import Retriever
 from index.store import IndexConfig, LoadedIndex, load_version
 from index.text import fold
@@ -97,7 +97,13 @@ class Raw:
         return bm25s.selection.topk(self.bm25.get_scores(ids), min(k, self.bm25.scores["num_docs"]), backend="numpy")
 
     def dense_top(self, vector: np.ndarray, k: int) -> object:
+        """FAISS search with the library's default OpenMP threads (all cores)."""
         return self.faiss.search(vector, k)
+
+    def dense_top_one_thread(self, vector: np.ndarray, k: int) -> object:
+        """FAISS search with one OpenMP thread, as citerag searches (``index.dense.SEARCH_THREADS``)."""
+        with omp_threads(1):
+            return self.faiss.search(vector, k)
 
 
 def interleaved(pairs: dict[str, tuple[Callable[[int], object], Callable[[int], object]]], n: int) -> dict:
@@ -136,6 +142,7 @@ def latency_rows(label: str, index: LoadedIndex, retriever: Retriever, raw: Raw,
     times = interleaved(pairs, len(queries))
     stats = {key: percentiles(value) for key, value in times.items()}
     own_topk = percentiles(time_each(lambda i: raw.bm25_top_bm25s(ids[i], K), list(range(len(queries)))))
+    one_thread = percentiles(time_each(lambda i: raw.dense_top_one_thread(vectors[i : i + 1], K), list(range(len(queries)))))
     rows = []
     for mode in pairs:
         ours, theirs = stats[(mode, "citerag")], stats[(mode, "raw")]
@@ -147,6 +154,8 @@ def latency_rows(label: str, index: LoadedIndex, retriever: Retriever, raw: Raw,
         ])
     rows.append([label, f"{len(index.passages):,}", "bm25, raw with bm25s.selection.topk", "", "", "",
                  fmt(own_topk["p50"]), fmt(own_topk["p95"]), fmt(own_topk["p99"]), "", ""])
+    rows.append([label, f"{len(index.passages):,}", f"dense ({index.dense.kind}), raw with 1 OpenMP thread", "", "", "",
+                 fmt(one_thread["p50"]), fmt(one_thread["p95"]), fmt(one_thread["p99"]), "", ""])
     return rows, stats
 
 
@@ -293,7 +302,9 @@ def main() -> None:
         "and query tokens + a plain numpy top-k (argpartition of -scores, argsort of the k); raw dense = FAISS "
         "index.search on the same dense.faiss; raw hybrid = raw bm25 top-100 + raw dense top-100 (citerag's "
         "candidate depth) without fusion; ratio = citerag / raw. The 'bm25s.selection.topk' row is bm25s's own "
-        "top-k (numpy backend; bm25s uses JAX when installed, not here) after the same get_scores, timed apart.",
+        "top-k (numpy backend; bm25s uses JAX when installed, not here) after the same get_scores, timed apart; the "
+        "'1 OpenMP thread' row is raw FAISS limited to one thread, as citerag searches (raw dense uses FAISS's "
+        "default, all cores).",
     ]
     build_rows: list[list[str]] = []
     extra_tables: list[tuple[str, str]] = []
@@ -322,8 +333,9 @@ def main() -> None:
         loads.append(load_average())
         size_rows, _ = latency_rows(label, index, retriever_of(index), raw := Raw(path), queries, query_vectors)
         rows += size_rows
+        if index.dense.kind == "hnsw":
+            extra_tables += hnsw_extras(args, index, raw, query_vectors, path)
         if size == "replicated":
-            extra_tables += replicated_extras(args, index, raw, query_vectors, path, load_steps)
             del index, raw
             gc.collect()
             if not args.no_startup:
@@ -379,11 +391,8 @@ def replicated_index(args, abstracts_dir: Path, config: IndexConfig, build_rows:
     return directory, f"{n_passages:,} passages ({copies} copies)"
 
 
-def replicated_extras(args, index: LoadedIndex, raw: Raw, query_vectors: np.ndarray, path: Path,
-                      load_steps: dict[str, float]) -> list[tuple[str, str]]:
-    """HNSW recall/latency by efSearch against exact search, and memory per passage, at ~1M passages."""
-    if index.dense.kind != "hnsw":
-        return []
+def hnsw_extras(args, index: LoadedIndex, raw: Raw, query_vectors: np.ndarray, path: Path) -> list[tuple[str, str]]:
+    """HNSW recall/latency by efSearch against exact search, and memory per passage, for an HNSW index."""
     storage = faiss.downcast_index(raw.faiss.storage)  # the HNSW index's own float32 vectors (row order kept)
     vectors = faiss.rev_swig_ptr(storage.get_xb(), storage.ntotal * storage.d).reshape(storage.ntotal, storage.d)
     flat = faiss.IndexFlatIP(storage.d)
@@ -405,8 +414,8 @@ def replicated_extras(args, index: LoadedIndex, raw: Raw, query_vectors: np.ndar
     ])
     chosen = next((ef for ef in ef_values if recalls[ef] >= 0.95), None)
     sweep_note = (
-        f"\n\n- Recall@10 by score (a hit counts when its exact inner product >= the exact 10th - {RECALL_EPS}: the "
-        "copies of a passage tie). citerag's default efSearch is "
+        f"\n\n- Recall@10 by score (a hit counts when its exact inner product >= the exact 10th - {RECALL_EPS}, as "
+        "ann-benchmarks counts it: in the replicated set a passage's copies tie). citerag's default efSearch is "
         f"{HNSW_EF_SEARCH} (recall {recalls.get(HNSW_EF_SEARCH, float('nan')):.3f}); the smallest measured efSearch "
         f"with recall >= 0.95 is {chosen}."
     )
