@@ -470,7 +470,19 @@ class BenchIndexes:
             sources = [CACHE_DIR / f"abstracts-{tag}.jsonl"]
             if not sources[0].exists():
                 write_jsonl(sources[0], documents)
-        suffix = "" if dense_kind == "auto" else f"-{dense_kind}"
-        built = bench_index(CACHE_DIR / f"index-abstracts-{tag}{suffix}", documents, sources,
-                            lambda: self.embedded(documents), self.config, dense_kind)
+        make = lambda: self.embedded(documents)  # noqa: E731
+        suffix = ""
+        if dense_kind != "auto":  # the same passages and vectors as the auto index, another FAISS kind
+            suffix = f"-{dense_kind}"
+            make = lambda: _passages_and_vectors(self.abstracts(shared, limit)[1].directory)  # noqa: E731
+        built = bench_index(CACHE_DIR / f"index-abstracts-{tag}{suffix}", documents, sources, make, self.config,
+                            dense_kind)
         return documents, built
+
+
+def _passages_and_vectors(directory: Path) -> tuple[list[Passage], np.ndarray, dict[str, float]]:
+    """The passages and vectors of the live index in ``directory`` (no chunking, no embedding)."""
+    from index.store import IndexStore
+
+    index = IndexStore(directory).load()
+    return index.passages, index.dense.vectors(), {}
