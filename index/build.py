@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
+from rich.progress import Progress
 
 from index.backend import WriteReport
 from index.bm25 import BM25Index
@@ -21,22 +23,55 @@ from index.chunking import Chunker, model_text
 from index.dense import AUTO_HNSW_THRESHOLD, DenseIndex, choose_kind
 from index.embed import Embedder
 from index.errors import DocumentNotFound
+from index.progress import build_progress
 from index.store import IndexConfig, IndexStore, LoadedIndex
 from index.tokenize import tokenize_many
 from index.types import Document, Passage
 
 log = logging.getLogger(__name__)
 
+#: Passages per ``Embedder.encode`` call during a build: the progress bar moves (and an embedding cache looks up) at
+#: this step; large enough that the per-call overhead is negligible.
+EMBED_STEP = 256
 
-def chunk_documents(documents: list[Document], chunker: Chunker) -> list[Passage]:
-    """All passages of ``documents``, in document order; documents with no text yield none (and are logged)."""
+
+def chunk_documents(documents: list[Document], chunker: Chunker, progress: Progress | None = None) -> list[Passage]:
+    """All passages of ``documents``, in document order; documents with no text yield none (and are logged).
+
+    ``progress``, when given, gets a "chunking" task counting documents."""
+    task = progress.add_task("chunking", total=len(documents), unit="documents") if progress is not None else None
     passages: list[Passage] = []
     for doc in documents:
         chunks = chunker.chunk(doc)
         if not chunks:
             log.warning("document %s has no text; skipped", doc.doc_id)
         passages.extend(chunks)
+        if progress is not None and task is not None:
+            progress.advance(task)
     return passages
+
+
+def embed_passages(
+    embedder: Embedder, texts: Sequence[str], lengths: Sequence[int], progress: Progress | None = None
+) -> np.ndarray:
+    """Embed ``texts`` longest first, :data:`EMBED_STEP` at a time, so each call gets texts of similar length (little
+    padding) and ``progress`` (when given) gets an "embedding" task with passages/s and ETA.
+
+    Args:
+        lengths: the length of each text (e.g. ``Passage.n_tokens``), used only for the order.
+
+    Returns:
+        float32, shape ``(len(texts), embedder.dim)``, L2-normalised rows, in the order of ``texts``.
+    """
+    vectors = np.zeros((len(texts), embedder.dim), dtype=np.float32)
+    order = np.argsort(-np.asarray(lengths, dtype=np.int64), kind="stable")
+    task = progress.add_task("embedding", total=len(texts), unit="passages") if progress is not None else None
+    for start in range(0, len(texts), EMBED_STEP):
+        rows = order[start : start + EMBED_STEP]
+        vectors[rows] = embedder.encode([texts[i] for i in rows])
+        if progress is not None and task is not None:
+            progress.advance(task, len(rows))
+    return vectors
 
 
 def passage_texts(passages: Sequence[Passage], documents: dict[str, Document]) -> list[str]:
@@ -82,18 +117,24 @@ def build_index(
     show_progress: bool = True,
     extra_manifest: dict[str, object] | None = None,
     dense_kind: str = "auto",
+    progress: Progress | None = None,
 ) -> Path:
     """Chunk, tokenise, embed and index ``documents``; commit them as the store's new live version.
 
     The previous version stays live until the new one is completely written (see :class:`IndexStore`).
 
+    Args:
+        show_progress: draw progress bars for chunking and embedding (on a terminal only).
+        progress: draw them in this running ``Progress`` instead (e.g. the caller's, which also shows reading).
+
     Returns:
         The new version directory.
     """
-    passages = chunk_documents(documents, chunker)
-    by_id = {doc.doc_id: doc for doc in documents}
-    log.info("embedding %d passages of %d documents with %s", len(passages), len(documents), embedder.name)
-    vectors = embedder.encode(passage_texts(passages, by_id), show_progress=show_progress)
+    with nullcontext(progress) if progress is not None else build_progress(show_progress) as bars:
+        passages = chunk_documents(documents, chunker, bars)
+        by_id = {doc.doc_id: doc for doc in documents}
+        log.info("embedding %d passages of %d documents with %s", len(passages), len(documents), embedder.name)
+        vectors = embed_passages(embedder, passage_texts(passages, by_id), [p.n_tokens for p in passages], bars)
     return write_version(store, config, documents, passages, vectors, extra_manifest, dense_kind)
 
 
@@ -107,6 +148,7 @@ def update_index(
     extra_manifest: dict[str, object] | None = None,
     show_progress: bool = False,
     dense_kind: str = "auto",
+    progress: Progress | None = None,
 ) -> tuple[Path, WriteReport]:
     """Insert or replace ``upserts`` and remove ``deletes`` (document ids), as one new live version.
 
@@ -116,6 +158,7 @@ def update_index(
 
     Args:
         extra_manifest: keys merged over the live manifest's extra keys (e.g. ``sources``).
+        show_progress, progress: as for :func:`build_index` (bars for the new documents only).
 
     Returns:
         ``(version directory, report)``; when nothing changes no version is written and the live one is returned.
@@ -156,11 +199,13 @@ def update_index(
     gone = set(deletes) | set(changed)
     kept_rows = [row for row, p in enumerate(live.passages) if p.doc_id not in gone] if live is not None else []
     documents = [doc for doc_id, doc in old_docs.items() if doc_id not in gone] + list(changed.values())
-    new_passages = chunk_documents(list(changed.values()), chunker)
-    report.skipped.extend(
-        (doc_id, "no text") for doc_id in changed if not any(p.doc_id == doc_id for p in new_passages)
-    )
-    new_vectors = embedder.encode(passage_texts(new_passages, changed), show_progress=show_progress)
+    with nullcontext(progress) if progress is not None else build_progress(show_progress) as bars:
+        new_passages = chunk_documents(list(changed.values()), chunker, bars)
+        report.skipped.extend(
+            (doc_id, "no text") for doc_id in changed if not any(p.doc_id == doc_id for p in new_passages)
+        )
+        new_texts = passage_texts(new_passages, changed)
+        new_vectors = embed_passages(embedder, new_texts, [p.n_tokens for p in new_passages], bars)
     report.passages_embedded = len(new_passages)
     old_vectors = live.dense.vectors(np.asarray(kept_rows, dtype=np.int64)) if live is not None else None
     vectors = new_vectors if old_vectors is None else np.concatenate([old_vectors, new_vectors])

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 
 class Embedder(Protocol):
@@ -17,6 +20,14 @@ class Embedder(Protocol):
     def encode(self, texts: list[str], *, show_progress: bool = False) -> np.ndarray:
         """Embed ``texts``: float32 array of shape ``(len(texts), dim)``, each row L2-normalised."""
         ...
+
+
+class ModelEmbedder(Embedder, Protocol):
+    """An :class:`Embedder` backed by a real model, whose tokenizer and length limit the chunker needs
+    (:class:`SentenceTransformerEmbedder`, :class:`~index.embed_onnx.OnnxEmbedder`)."""
+
+    max_seq_length: int
+    tokenizer: PreTrainedTokenizerBase
 
 
 class SentenceTransformerEmbedder:

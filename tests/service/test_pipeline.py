@@ -13,11 +13,9 @@ from tests.conftest import SEEDS
 pytestmark = pytest.mark.slow
 
 
-def test_built_once_reused_and_rebuilt_when_the_corpus_changes(settings_factory, tmp_path: Path) -> None:
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    seed = sorted(SEEDS.glob("*.txt"))[0]
-    shutil.copy(seed, corpus / seed.name)
+def test_built_once_reused_and_rebuilt_when_the_corpus_changes(settings_factory, seed_corpus: Path) -> None:
+    corpus = seed_corpus
+    seed = next(corpus.glob("*.txt"))
     settings = settings_factory(corpus=[corpus])
 
     first = ensure_index(settings, show_progress=False)
@@ -46,14 +44,12 @@ def test_a_pointer_to_a_missing_version_is_rebuilt(settings_factory) -> None:
     assert rebuilt.path != first.path and len(rebuilt.documents) == 38
 
 
-def test_start_up_applies_source_changes_as_an_update_and_keeps_api_documents(settings_factory, tmp_path: Path) -> None:
+def test_start_up_applies_source_changes_as_an_update_and_keeps_api_documents(settings_factory, seed_corpus: Path) -> None:
     from index.ingest import load_documents, make_document
     from service.pipeline import open_backend
 
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    seed = sorted(SEEDS.glob("*.txt"))[0]
-    shutil.copy(seed, corpus / seed.name)
+    corpus = seed_corpus
+    seed = next(corpus.glob("*.txt"))
     settings = settings_factory(corpus=[corpus])
     first = ensure_index(settings, show_progress=False)
     api_doc = make_document("Zorblax quantisation halves memory.", "Zorblax", "zx-1", {"source": "api"})
