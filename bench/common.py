@@ -1,5 +1,5 @@
 """What the benchmark scripts share: the shared-data location, timing percentiles, machine facts, appending a
-table to ``bench/RESULTS.md``, corpus loading and replication, the embedding cache, and a ``citerag serve``
+table to ``bench/RESULTS.md``, corpus loading and replication, building the bench indexes, and a ``citerag serve``
 subprocess.
 
 Run the scripts from the repository root as modules (``python -m bench.search_latency``), so ``bench``,
@@ -37,6 +37,7 @@ ML_ABSTRACTS = Path("corpora") / "ml_abstracts.jsonl.gz"  # 22,981 abstracts, re
 SEED_CORPUS = PROJECT_ROOT / "data" / "icml2026"  # the 38 shipped abstracts
 CACHE_DIR = PROJECT_ROOT / ".citerag-bench"  # git-ignored: embeddings and bench indexes
 RESULTS = PROJECT_ROOT / "bench" / "RESULTS.md"
+EMBED_STEP = 2048  # passages embedded (and written to the cache) at a time
 
 
 # --- command line ------------------------------------------------------------------------------------------------
@@ -190,64 +191,6 @@ def replicate(documents: Sequence[Document], passages: Sequence[Passage], copies
 
 
 # --- embeddings --------------------------------------------------------------------------------------------------
-
-
-class EmbeddingCache:
-    """Vectors of texts already embedded, on disk, keyed by sha256 of the text, one folder per encoder.
-
-    Files under ``CACHE_DIR/embeddings/<encoder>/``: ``keys.txt`` (one hex digest a line) and ``vectors.f32``
-    (float32 rows, appended in the same order). Both are append-only, and a batch is written as soon as it is
-    encoded, so an interrupted run keeps what it finished.
-
-    Args:
-        embedder: the encoder; its ``name``, class and ``dim`` name the folder.
-    """
-
-    def __init__(self, embedder: Embedder, root: Path = CACHE_DIR / "embeddings") -> None:
-        self.embedder = embedder
-        self.dir = root / f"{embedder.name}-{type(embedder).__name__}-{embedder.dim}"
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self._keys, self._vectors = self.dir / "keys.txt", self.dir / "vectors.f32"
-        self.rows: dict[str, int] = {}
-        if self._keys.exists() and self._vectors.exists():
-            keys = self._keys.read_text().split()
-            complete = min(len(keys), self._vectors.stat().st_size // (4 * embedder.dim))
-            self.rows = {key: row for row, key in enumerate(keys[:complete])}
-
-    @staticmethod
-    def key(text: str) -> str:
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-    def encode(self, texts: Sequence[str], batch: int = 512, progress: bool = True) -> np.ndarray:
-        """Vectors of ``texts`` (float32, shape ``(len(texts), dim)``, L2-normalised), embedding only unseen texts
-        (each distinct text once), ``batch`` at a time."""
-        keys = [self.key(t) for t in texts]
-        missing = list({k: t for k, t in zip(keys, texts) if k not in self.rows}.items())
-        started = time.perf_counter()
-        for at in range(0, len(missing), batch):
-            part = missing[at : at + batch]
-            vectors = self.embedder.encode([t for _, t in part])
-            self._append([k for k, _ in part], vectors)
-            if progress:
-                done, rate = at + len(part), (at + len(part)) / (time.perf_counter() - started)
-                print(f"embedded {done}/{len(missing)} new texts ({rate:.1f}/s)", file=sys.stderr, flush=True)
-        table = np.fromfile(self._vectors, dtype=np.float32).reshape(-1, self.embedder.dim)
-        return table[[self.rows[k] for k in keys]]
-
-    def _append(self, keys: list[str], vectors: np.ndarray) -> None:
-        # vectors first: a crash between the two writes leaves an unreferenced row, never a key without its row
-        # (rows are counted from keys.txt and truncated to the vectors present on load).
-        size = self._vectors.stat().st_size if self._vectors.exists() else 0
-        if size != 4 * self.embedder.dim * len(self.rows):  # a torn earlier append: cut back to the known rows
-            with self._vectors.open("r+b") as handle:
-                handle.truncate(4 * self.embedder.dim * len(self.rows))
-            self._keys.write_text("".join(k + "\n" for k in self.rows))
-        with self._vectors.open("ab") as handle:
-            handle.write(np.ascontiguousarray(vectors, dtype=np.float32).tobytes())
-        with self._keys.open("a") as handle:
-            handle.write("".join(k + "\n" for k in keys))
-        for key in keys:
-            self.rows[key] = len(self.rows)
 
 
 class PrecomputedEmbedder:
@@ -421,8 +364,9 @@ def bench_index(
 
 
 class BenchIndexes:
-    """Builds (or reuses) the bench indexes with the service's settings, embedding through an
-    :class:`EmbeddingCache` so each distinct passage is encoded once across runs and sizes.
+    """Builds (or reuses) the bench indexes with the service's settings and encoder, embedding through the
+    project's :class:`~index.embed_cache.CachedEmbedder` (under ``.citerag-bench/embeddings``), so each distinct
+    passage is encoded once across runs and sizes.
 
     Attributes:
         settings, embedder, config, chunker: as ``citerag index`` would use them.
@@ -430,6 +374,7 @@ class BenchIndexes:
     """
 
     def __init__(self) -> None:
+        from index.embed_cache import CachedEmbedder
         from service.pipeline import index_config, load_embedder, make_chunker
         from service.settings import Settings
 
@@ -439,7 +384,7 @@ class BenchIndexes:
         self.embedder_load_s = time.perf_counter() - started  # torch import + model load, in seconds
         self.config = index_config(self.settings, self.embedder)
         self.chunker = make_chunker(self.settings, self.embedder)
-        self.cache = EmbeddingCache(self.embedder)
+        self.cache = CachedEmbedder(self.embedder, CACHE_DIR / "embeddings")
 
     def embedded(self, documents: Sequence[Document]) -> tuple[list[Passage], np.ndarray, dict[str, float]]:
         """``(passages, vectors, {"chunking": seconds})`` of ``documents``; vectors float32 ``(n, dim)``."""
@@ -448,7 +393,16 @@ class BenchIndexes:
         started = time.perf_counter()
         passages = chunk_documents(list(documents), self.chunker)
         chunk_s = time.perf_counter() - started
-        vectors = self.cache.encode(passage_texts(passages, {d.doc_id: d for d in documents}))
+        texts = passage_texts(passages, {d.doc_id: d for d in documents})
+        vectors = np.zeros((len(texts), self.embedder.dim), dtype=np.float32)
+        started = time.perf_counter()
+        for at in range(0, len(texts), EMBED_STEP):  # a step at a time, so an interrupted run keeps what it embedded
+            vectors[at : at + EMBED_STEP] = self.cache.encode(texts[at : at + EMBED_STEP])
+            self.cache.close()
+            if len(texts) > EMBED_STEP:
+                done = min(at + EMBED_STEP, len(texts))
+                print(f"embedded {done:,}/{len(texts):,} passages ({self.cache.misses:,} new, "
+                      f"{time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
         return passages, vectors, {"chunking": chunk_s}
 
     def seed(self) -> tuple[list[Document], BenchIndex]:

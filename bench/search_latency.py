@@ -279,7 +279,7 @@ def main() -> None:
     settings, embedder = indexes.settings, indexes.embedder
     if args.embed_only:
         passages, _, _ = indexes.embedded(load_abstracts(shared, args.limit))
-        print(f"{len(passages)} passages embedded; cache {indexes.cache.dir}")
+        print(f"{len(passages)} passages embedded; cache {indexes.cache.directory}")
         return
     abstracts = load_abstracts(shared, args.limit)
     tag = f"{len(abstracts)}" if args.limit else "all"
