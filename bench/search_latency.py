@@ -186,13 +186,15 @@ def recall_sweep(raw: Raw, flat: faiss.Index, vectors: np.ndarray, queries: np.n
     """Recall@10 of the HNSW index against exact flat search, and raw HNSW latency, for each efSearch.
 
     Replicated passages have identical vectors, so recall is counted by score, as ann-benchmarks does: a returned
-    row counts when its exact inner product is at least the 10th exact one minus ``RECALL_EPS``.
+    row counts when its exact inner product is at least the 10th exact one minus ``RECALL_EPS``. Searches use one
+    OpenMP thread, as citerag's.
     """
     flat_ms = np.empty(len(queries))
     exact = np.empty((len(queries), K), dtype=np.float32)
     for i in range(len(queries)):
         start = time.perf_counter()
-        scores, _ = flat.search(queries[i : i + 1], K)
+        with omp_threads(1):  # as citerag searches (index.dense.SEARCH_THREADS)
+            scores, _ = flat.search(queries[i : i + 1], K)
         flat_ms[i] = (time.perf_counter() - start) * 1000.0
         exact[i] = scores[0]
     flat_p = percentiles(flat_ms)
@@ -201,7 +203,8 @@ def recall_sweep(raw: Raw, flat: faiss.Index, vectors: np.ndarray, queries: np.n
     for ef in ef_values:
         raw.faiss.hnsw.efSearch = ef
         found = []
-        ms = time_each(lambda i: found.append(raw.faiss.search(queries[i : i + 1], K)[1][0]), list(range(len(queries))), 0)
+        ms = time_each(lambda i: found.append(raw.dense_top_one_thread(queries[i : i + 1], K)[1][0]),
+                       list(range(len(queries))), 0)
         hits = []
         for i, rows_found in enumerate(found):
             rows_found = rows_found[rows_found >= 0]
@@ -214,13 +217,15 @@ def recall_sweep(raw: Raw, flat: faiss.Index, vectors: np.ndarray, queries: np.n
     return rows, recalls
 
 
-def raw_build_seconds(texts: list[str], copies: int, vectors: np.ndarray) -> dict[str, float]:
+def raw_build_seconds(texts: list[str], copies: int, vectors: np.ndarray, config: IndexConfig) -> dict[str, float]:
     """Seconds the raw libraries take to index the replicated set: bm25s ``index`` over citerag's tokens (the
-    distinct texts tokenised once, the lists repeated ``copies`` times) and FAISS HNSW32 / flat ``add``."""
-    tokens = tokenize_many(texts) * copies
-    out = {}
+    distinct texts tokenised once, the lists repeated ``copies`` times) and FAISS ``add`` into an empty HNSW32
+    (citerag's M and efConstruction) and flat index."""
     started = time.perf_counter()
-    model = bm25s.BM25(k1=1.5, b=0.75, method="lucene")
+    tokens = tokenize_many(texts) * copies
+    out = {f"citerag tokenize of the {len(texts):,} distinct texts": time.perf_counter() - started}
+    started = time.perf_counter()
+    model = bm25s.BM25(k1=config.bm25_k1, b=config.bm25_b, method=config.bm25_method)
     model.index(tokens, show_progress=False)
     out["raw bm25s index"] = time.perf_counter() - started
     del model, tokens
@@ -340,7 +345,7 @@ def main() -> None:
             gc.collect()
             if not args.no_startup:
                 start_rows, start_notes = startup(directory, queries[0])
-                start_notes.append(f"in the bench process, load_embedder() (torch import + model) took "
+                start_notes.append(f"in the bench process, load_embedder() (imports + encoder) took "
                                    f"{indexes.embedder_load_s:.1f} s and load_version() of this index "
                                    f"{load_steps['total (under cProfile)']:.1f} s under cProfile (next table)")
                 extra_tables.append((
@@ -386,7 +391,7 @@ def replicated_index(args, abstracts_dir: Path, config: IndexConfig, build_rows:
                        *(f"{k} {v:.1f}" for k, v in built.timings_s.items())])
     if built.built_now and not args.no_raw_build:
         texts = passage_texts(base.passages, base.documents)
-        raw = raw_build_seconds(texts, copies, np.tile(base.dense.vectors(), (copies, 1)))
+        raw = raw_build_seconds(texts, copies, np.tile(base.dense.vectors(), (copies, 1)), config)
         build_rows.append([f"{n_passages:,} passages (raw libraries)", *(f"{k} {v:.1f}" for k, v in raw.items())])
     return directory, f"{n_passages:,} passages ({copies} copies)"
 
