@@ -10,6 +10,8 @@ Two index kinds, chosen by corpus size (``choose_kind``) or forced by a setting:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
@@ -23,6 +25,23 @@ HNSW_M = 32  # graph degree (FAISS default for IndexHNSWFlat is 32)
 HNSW_EF_CONSTRUCTION = 80
 HNSW_EF_SEARCH = 128
 AUTO_HNSW_THRESHOLD = 200_000  # passages; below it exact search costs a few ms (bench/RESULTS.md)
+# OpenMP threads FAISS may use for one query. A single query's flat scan split over threads waits at a barrier for
+# the slowest one: on a 2-core machine shared with other processes, exact search over 60k passages took p50 31 ms
+# with 2 threads and 6.4 ms with 1 (bench/RESULTS.md). The service runs concurrent requests, one search each, so
+# splitting one query buys no throughput either.
+SEARCH_THREADS = 1
+
+
+@contextmanager
+def omp_threads(n: int) -> Iterator[None]:
+    """Run the block with FAISS using ``n`` OpenMP threads for calls made from *this* thread; the previous count is
+    restored after. libgomp keeps the count per thread, so an index build in another thread keeps every core."""
+    previous = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(n)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(previous)
 
 
 def choose_kind(n_passages: int, setting: str = "auto", threshold: int = AUTO_HNSW_THRESHOLD) -> DenseKind:
@@ -109,8 +128,9 @@ class DenseIndex:
             params = faiss.SearchParametersHNSW(efSearch=max(self.ef_search, k), sel=selector)
         else:
             params = faiss.SearchParameters(sel=selector) if selector is not None else None
-        scores, rows = self._index.search(query.reshape(1, -1).astype(np.float32), k, params=params)
-        return [Hit(int(row), float(score), "dense") for row, score in zip(rows[0], scores[0]) if row >= 0]
+        with omp_threads(SEARCH_THREADS):
+            scores, rows = self._index.search(query.reshape(1, -1).astype(np.float32), k, params=params)
+        return [Hit(row, score, "dense") for row, score in zip(rows[0].tolist(), scores[0].tolist()) if row >= 0]
 
     def vectors(self, rows: np.ndarray | None = None) -> np.ndarray:
         """Stored vectors: float32, shape ``(len(rows), dim)`` (all ``(size, dim)`` when ``rows`` is ``None``)."""

@@ -147,9 +147,9 @@ class Retriever:
             ValueError: unknown mode, ``k < 1`` or malformed filters.
         """
         check_search(mode, k)
-        depth = candidate_depth(self.candidates, k, one_per_doc)
+        depth = candidate_depth(self.candidates, k, one_per_doc, mode)
         allowed = self.mask(filters)
-        tokens = tokenize(query)
+        tokens = tokenize(query) if mode in ("hybrid", "bm25") else []
         bm25 = self.index.bm25.search(tokens, depth, allowed) if mode in ("hybrid", "bm25") else []
         dense = self.dense_hits(query, depth, allowed) if mode in ("hybrid", "dense") else []
         if mode == "bm25":
@@ -157,7 +157,7 @@ class Retriever:
         elif mode == "dense":
             ranked = dense
         else:
-            ranked = self.fuse(tokens, bm25, dense, fusion or self.fusion, top_k=2 * depth)
+            ranked = self.fuse(tokens, bm25, dense, fusion or self.fusion, top_k=2 * depth if one_per_doc else k)
         chosen = select_hits(ranked, self.index.passages, k, one_per_doc)
         return search_results(chosen, bm25, dense, self.index.passages, self.index.documents)
 
@@ -174,9 +174,12 @@ def check_search(mode: str, k: int) -> None:
         raise ValueError(f"k must be >= 1, got {k}")
 
 
-def candidate_depth(candidates: int, k: int, one_per_doc: bool) -> int:
-    """How many candidates to take from each retriever: at least ``candidates``; one passage per document needs
-    deeper lists (documents average a few passages each)."""
+def candidate_depth(candidates: int, k: int, one_per_doc: bool, mode: str = "hybrid") -> int:
+    """How many candidates to take from each retriever: at least ``candidates`` for fusion; one passage per document
+    needs deeper lists (documents average a few passages each); a single retriever's own top-``k`` (``mode`` bm25
+    or dense, every passage wanted) is already the answer, so it is asked for ``k`` rows only."""
+    if mode != "hybrid" and not one_per_doc:
+        return k
     return max(candidates, k * PASSAGES_PER_DOC if one_per_doc else k)
 
 
