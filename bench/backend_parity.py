@@ -5,7 +5,7 @@ dev set and on SciFact, with the same passages and the same vectors on both side
 
 The embedded indexes are the ones ``citerag`` builds (the dev-set corpus into ``<work>/seeds-index``, SciFact taken
 from ``--scifact-index``, default ``.citerag-bench/scifact`` as ``citerag eval --benchmark`` leaves it); nothing is
-re-embedded for Milvus: its passages and vectors are read from the embedded index (``DenseIndex.reconstruct_all``)
+re-embedded for Milvus: its passages and vectors are read from the embedded index (``DenseIndex.vectors``)
 and written with :meth:`index.milvus.MilvusBackend.write_passages`. Queries are encoded by the same MiniLM on both
 sides. Writes ``<out>/backends.md`` (between the generated markers) and ``<out>/backends.json``.
 """
@@ -83,7 +83,7 @@ def milvus_backend(path: Path, index: LoadedIndex, analyzer: Analyzer) -> tuple[
     if backend.stats()["passages"] == len(index.passages):
         return backend, 0.0
     started = time.perf_counter()
-    backend.write_passages(list(index.documents.values()), index.passages, index.dense.reconstruct_all())
+    backend.write_passages(list(index.documents.values()), index.passages, index.dense.vectors())
     return backend, time.perf_counter() - started
 
 

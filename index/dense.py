@@ -137,14 +137,11 @@ class DenseIndex:
 
     def vectors(self, rows: np.ndarray | None = None) -> np.ndarray:
         """Stored vectors: float32, shape ``(len(rows), dim)`` (all ``(size, dim)`` when ``rows`` is ``None``)."""
-        if self.size == 0:
+        if self.size == 0 or (rows is not None and len(rows) == 0):
             return np.zeros((0, self.dim), dtype=np.float32)
-        everything = self._index.reconstruct_n(0, self.size)
-        return everything if rows is None else everything[rows]
-
-    def reconstruct_all(self) -> np.ndarray:
-        """All stored vectors: float32, shape ``(size, dim)``."""
-        return self.vectors()
+        if rows is None:
+            return self._index.reconstruct_n(0, self.size)
+        return self._index.reconstruct_batch(np.ascontiguousarray(rows, dtype=np.int64))  # only the rows asked for
 
     def save(self, directory: Path) -> None:
         """Write ``dense.faiss`` under ``directory``."""
