@@ -8,7 +8,7 @@ never a mix. Writes are serialised by a lock (one writer at a time per process).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from index.backend import WriteReport
@@ -97,7 +97,7 @@ class EmbeddedBackend:
         """
         return self._write(deletes=doc_ids)
 
-    def _write(self, upserts: list[Document] = [], deletes: list[str] = []) -> WriteReport:  # noqa: B006 - read only
+    def _write(self, upserts: Sequence[Document] = (), deletes: Sequence[str] = ()) -> WriteReport:
         with self._write_lock:
             path, report = update_index(
                 self.store, self.embedder, self.chunker, self.config, upserts, deletes, dense_kind=self.dense_kind
