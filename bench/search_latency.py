@@ -13,7 +13,8 @@ What is timed, one query at a time (200 titles of the 22,981-abstract corpus dra
   model, and that encoding is timed on its own row.
 - raw bm25s: ``BM25.get_scores(token ids)`` on the same index files and query tokens + a plain numpy top-k
   (``bm25s.selection.topk``, which is slower here, is timed on its own row).
-- raw FAISS: ``index.search`` on the same ``dense.faiss`` (same kind; HNSW at the same efSearch).
+- raw FAISS: ``index.search`` on the same ``dense.faiss`` (same kind; HNSW at the same efSearch) with one OpenMP
+  thread, as citerag searches (FAISS's default, every core, is timed on its own row).
 - raw hybrid: raw bm25s top-100 + raw FAISS top-100 (citerag's candidate depth), without fusion.
 
 citerag and raw calls alternate per query (their order flips every query), so changes of machine load hit both.
