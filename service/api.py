@@ -250,6 +250,7 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
         questions at once: 503 with ``Retry-After``.
         """
         streaming = body.stream or "text/event-stream" in request.headers.get("accept", "")
+        body = body.model_copy(update={"k": body.k or service.default_k})
         return respond(
             service, body, streaming,
             lambda: answer_events(service.answerer, body.question, body.k, body.filters, on_done=_observe),

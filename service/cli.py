@@ -161,7 +161,7 @@ def search(
 @one_line_errors
 def ask(
     question: str,
-    k: Annotated[int, typer.Option(help="Passages given to the model (1-20).")] = 5,
+    k: Annotated[int | None, typer.Option(help="Passages given to the model (1-20; default CITERAG_ASK_K).")] = None,
     stream: Annotated[bool, typer.Option(help="Print the model's text as it is generated.")] = True,
     json_out: JsonOption = False,
     index_dir: IndexDirOption = None,
@@ -179,7 +179,8 @@ def ask(
     def on_delta(text: str) -> None:
         console.print(text, end="", style="dim", markup=False, highlight=False)
 
-    response = AskResponse.of(answerer.ask(request.question, k=request.k, on_delta=on_delta if streaming else None))
+    answer = answerer.ask(request.question, k=request.k or settings.ask_k, on_delta=on_delta if streaming else None)
+    response = AskResponse.of(answer)
     if streaming:
         console.print()
     if json_out:
@@ -317,7 +318,9 @@ def eval_command(
         Path | None, typer.Option(help="A BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) instead of the dev set.")
     ] = None,
     answers: Annotated[bool, typer.Option("--answers", help="Evaluate answers (accuracy, citations, abstention).")] = False,
-    k: Annotated[int, typer.Option(help="Passages per question for --answers.")] = 5,
+    k: Annotated[
+        int | None, typer.Option(help="Passages per question for --answers (default: CITERAG_ASK_K).")
+    ] = None,
     devset: Annotated[Path, typer.Option(help="Dev set JSONL.")] = PROJECT_ROOT / "eval" / "devset.jsonl",
     out: Annotated[Path, typer.Option(help="Directory for the results (Markdown, JSON, PNG).")] = PROJECT_ROOT / "eval" / "results",
     json_out: JsonOption = False,
@@ -407,12 +410,13 @@ def _eval_searcher(settings: Settings) -> tuple[Any, dict[str, Any]]:
     return open_retriever(settings, index), held
 
 
-def _eval_answers(devset: Path, out: Path, k: int, json_out: bool, index_dir: Path | None) -> None:
+def _eval_answers(devset: Path, out: Path, k: int | None, json_out: bool, index_dir: Path | None) -> None:
     from service.answer_eval import evaluate_answers
     from service.evaluate import load_devset, metrics_table, write_report
     from service.pipeline import ensure_index, open_answerer, open_retriever
 
     settings = _settings(index_dir)
+    k = k or settings.ask_k
     answerer = open_answerer(settings, open_retriever(settings, ensure_index(settings, show_progress=True)))
     results = evaluate_answers(answerer, load_devset(devset), k=k)
     summary = {key: round(value, 3) for key, value in results["summary"].items()}

@@ -57,7 +57,9 @@ class AskRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     question: str = Field(..., min_length=1, max_length=MAX_QUERY_CHARS, description="Natural-language question.")
-    k: int = Field(5, ge=1, le=20, strict=True, description="Number of passages given to the model.")
+    k: int | None = Field(
+        None, ge=1, le=20, strict=True, description="Passages given to the model (default: CITERAG_ASK_K, 3)."
+    )
     filters: dict[str, Any] | None = Field(None, description=FILTERS_DESCRIPTION)
     stream: bool = Field(False, strict=True, description="Send server-sent events: passages, tokens, then the checked answer.")
 

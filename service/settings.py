@@ -94,7 +94,9 @@ class Settings(BaseSettings):
     # Answering.
     generator: Literal["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"] = "qwen2.5-coder-1.5b"
     generator_path: Path | None = Field(None, description="A GGUF file to use instead of the packaged generator.")
-    ask_k: int = Field(5, ge=1, le=20, description="Passages given to the model by default.")
+    ask_k: int = Field(
+        3, ge=1, le=20, description="Passages given to the model by default (chosen in eval/results/answer_table.md)."
+    )
     n_ctx: int = Field(4096, ge=512, description="Model context window (tokens).")
     max_answer_tokens: int = Field(256, ge=16, le=2048, description="Generation limit (tokens).")
     threads: int = Field(0, ge=0, description="CPU threads for generation; 0 = all cores.")
