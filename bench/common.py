@@ -340,6 +340,7 @@ def bench_index(
     as it is instead of re-indexing it from the default corpus.
     """
     from index.build import write_version
+    from index.dense import choose_kind
     from index.store import IndexStore, corpus_fingerprint
 
     key = hashlib.sha256(
@@ -350,7 +351,8 @@ def bench_index(
     store = IndexStore(directory)
     if sidecar.exists() and store.current() is not None:
         recorded = json.loads(sidecar.read_text())
-        if recorded.get("key") == key:
+        # the kind "auto" gives depends on the size and the threshold in force now
+        if recorded.get("key") == key and recorded.get("kind") == choose_kind(recorded.get("passages", 0), dense_kind):
             return BenchIndex(directory, False, recorded["timings_s"])
     passages, vectors, timings = make()
     started = time.perf_counter()
@@ -359,7 +361,8 @@ def bench_index(
         extra_manifest=source_manifest(sources, documents), dense_kind=dense_kind,
     )
     timings = {**timings, "write_version": time.perf_counter() - started}
-    sidecar.write_text(json.dumps({"key": key, "timings_s": timings}, indent=2))
+    sidecar.write_text(json.dumps({"key": key, "timings_s": timings, "passages": len(passages),
+                                   "kind": choose_kind(len(passages), dense_kind)}, indent=2))
     return BenchIndex(directory, True, timings)
 
 

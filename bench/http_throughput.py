@@ -82,6 +82,7 @@ def main() -> None:
 
     queries = sample_titles(load_abstracts(shared, args.limit), 200)
     indexes = BenchIndexes()
+    encoder = indexes.embedder.name
     targets = []
     for size in sizes:
         documents, built = indexes.seed() if size == "seed" else indexes.abstracts(shared, args.limit)
@@ -101,7 +102,7 @@ def main() -> None:
     table = markdown_table(["index", "clients", "requests", "requests/s", "p50 ms", "p99 ms", "errors"], rows)
     errors = sum(int(row[-1]) for row in rows)
     notes = [
-        f"POST /search {{query, k: {K}, mode: hybrid}} with the real query embedding (all-MiniLM-L6-v2 on the "
+        f"POST /search {{query, k: {K}, mode: hybrid}} with the real query embedding ({encoder} on the "
         f"server's CPU); {len(queries)} title queries of the ML abstracts (seed 0) in turn; client and server share "
         "the machine's cores.",
         f"errors in all: {errors} ({'none' if errors == 0 else 'SOME REQUESTS FAILED'}).",

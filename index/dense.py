@@ -27,7 +27,11 @@ HNSW_EF_CONSTRUCTION = 80
 # 0.995 at 128 and 0.999 at 256 over 60,681 passages; over 1,031,577 passages (the same passages 17 times) 0.915 at
 # 128 and 0.955 at 256, for 0.37 -> 0.67 ms p50 a query: 256 keeps recall >= 0.95 at a million passages.
 HNSW_EF_SEARCH = 256
-AUTO_HNSW_THRESHOLD = 200_000  # passages; below it exact search costs a few ms (bench/RESULTS.md)
+# Passages from which "auto" builds HNSW. Exact search scans every vector: 65-75 ns a passage on one core here
+# (p50 3.9-4.6 ms over 60,681 passages, hybrid 5.1-5.9 ms), so below 50,000 it stays near 3.5 ms and a hybrid search
+# under 5 ms; HNSW over the same 60,681 passages: dense 0.9 ms, hybrid 1.6 ms p50, Recall@10 0.999 at efSearch 256
+# (bench/RESULTS.md).
+AUTO_HNSW_THRESHOLD = 50_000
 # OpenMP threads FAISS may use for one query. A single query's flat scan split over threads waits at a barrier for
 # the slowest one: on a 2-core machine shared with other processes, exact search over 60k passages took p50 31 ms
 # with 2 threads and 6.4 ms with 1 (bench/RESULTS.md). The service runs concurrent requests, one search each, so

@@ -73,7 +73,7 @@ class Settings(BaseSettings):
         "bounded", description="Hybrid fusion: bounded (default, see eval/results/scifact.md), rrf or weighted."
     )
     dense_index: Literal["auto", "flat", "hnsw"] = Field(
-        "auto", description="FAISS index: flat (exact), hnsw (approximate), or auto: flat below 200,000 passages."
+        "auto", description="FAISS index: flat (exact), hnsw (approximate), or auto: flat below 50,000 passages."
     )
     rrf_k: int = Field(60, ge=0, description="RRF constant (Cormack et al. 2009).")
     weight_bm25: float = Field(0.5, ge=0, description="BM25 weight for bounded and weighted fusion.")

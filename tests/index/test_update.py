@@ -126,7 +126,7 @@ def test_searches_during_writes_see_the_old_or_the_new_corpus_never_a_mix(built)
 
 
 def test_the_dense_index_kind_follows_the_size_threshold(built) -> None:
-    assert choose_kind(199_999) == "flat" and choose_kind(200_000) == "hnsw"
+    assert choose_kind(49_999) == "flat" and choose_kind(50_000) == "hnsw"
     assert choose_kind(10, "hnsw") == "hnsw" and choose_kind(10**7, "flat") == "flat"
     with pytest.raises(ValueError, match="'auto', 'flat' or 'hnsw'"):
         choose_kind(10, "ivf")
