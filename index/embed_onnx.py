@@ -22,6 +22,7 @@ import logging
 import os
 import tempfile
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -62,9 +63,12 @@ class OnnxEmbedder:
         batch_size: texts per forward pass (longest first, so batches pad little). The default, 1, makes a text's
             vector independent of the other texts: activations are quantized per forward pass, so in a batch of 32
             a vector moves by up to 0.01 in cosine with its batch-mates. It was also the fastest on 2 cores
-            (~128-piece passages: 1 > 4 > 16 = 32 = 64 passages/s; no padding, smaller working set).
-        threads: onnxruntime intra-op threads; 0 = every core this process may use. Idle threads sleep instead of
-            spinning: spinning doubled the CPU time per passage when other processes (the generator) share the cores.
+            (~128-piece passages: 1 > 4 > 8 > 32 passages/s; no padding, smaller working set).
+        workers: forward passes run at once, each on one core (one onnxruntime intra-op thread; ``session.run``
+            releases the GIL and is thread-safe); 0 = every core this process may use. Data parallelism beats
+            splitting one small pass over cores: on 2 idle cores, 2 workers x 1 thread encoded 162 passages/s,
+            1 pass x 2 intra-op threads 96/s, 1 x 1 84/s (``bench/RESULTS.md``). A single text (a query) runs as
+            one pass on one core.
 
     Attributes:
         dim: embedding dimension (384), read from the model's output shape.
@@ -81,15 +85,14 @@ class OnnxEmbedder:
         name: str = "all-MiniLM-L6-v2+onnx-int8",
         max_seq_length: int = 256,
         batch_size: int = 1,
-        threads: int = 0,
+        workers: int = 0,
     ) -> None:
         import onnxruntime as ort
         from transformers import AutoTokenizer
 
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or _available_cores()
+        options.intra_op_num_threads = 1  # parallelism comes from concurrent runs (``workers``)
         options.inter_op_num_threads = 1
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self.session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
         self._inputs = [i.name for i in self.session.get_inputs()]
@@ -103,6 +106,7 @@ class OnnxEmbedder:
         self.name = name
         self.max_seq_length = max_seq_length
         self.batch_size = batch_size
+        self.workers = workers or _available_cores()
 
     def encode(self, texts: list[str], *, show_progress: bool = False) -> np.ndarray:
         """Embed ``texts`` (``show_progress`` is accepted for the :class:`~index.embed.Embedder` protocol and ignored:
@@ -116,9 +120,18 @@ class OnnxEmbedder:
         """
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)
-        for start in range(0, len(order), self.batch_size):
-            rows = order[start : start + self.batch_size]
+        batches = [order[start : start + self.batch_size] for start in range(0, len(order), self.batch_size)]
+
+        def encode_rows(rows: list[int]) -> None:
             out[rows] = self._encode_batch([texts[i] for i in rows])
+
+        if self.workers == 1 or len(batches) == 1:
+            for rows in batches:
+                encode_rows(rows)
+        else:
+            with ThreadPoolExecutor(self.workers, thread_name_prefix="onnx-embed") as pool:
+                for _ in pool.map(encode_rows, batches):  # re-raises a worker's exception here
+                    pass
         return out
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
