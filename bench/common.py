@@ -38,6 +38,7 @@ SEED_CORPUS = PROJECT_ROOT / "data" / "icml2026"  # the 38 shipped abstracts
 CACHE_DIR = PROJECT_ROOT / ".citerag-bench"  # git-ignored: embeddings and bench indexes
 RESULTS = PROJECT_ROOT / "bench" / "RESULTS.md"
 EMBED_STEP = 2048  # passages embedded (and written to the cache) at a time
+BENCH_INDEX_FORMAT = 2  # bumped when an index version's files change (2: BM25 tokens kept), so bench indexes are remade
 
 
 # --- command line ------------------------------------------------------------------------------------------------
@@ -344,7 +345,7 @@ def bench_index(
     from index.store import IndexStore, corpus_fingerprint
 
     key = hashlib.sha256(
-        json.dumps([corpus_fingerprint(documents), dataclasses.asdict(config), dense_kind,  # type: ignore[call-overload]
+        json.dumps([BENCH_INDEX_FORMAT, corpus_fingerprint(documents), dataclasses.asdict(config), dense_kind,  # type: ignore[call-overload]
                     [str(Path(p).resolve()) for p in sources]]).encode()
     ).hexdigest()
     sidecar = directory / "bench.json"

@@ -6,14 +6,101 @@ k1 = 1.5, b = 0.75 -- the settings bm25s reports 0.690 nDCG@10 with on BEIR SciF
 
 from __future__ import annotations
 
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import bm25s
-import math
-
 import numpy as np
 
 from index.types import Hit
+
+
+@dataclass(frozen=True, slots=True)
+class CorpusTokens:
+    """The BM25 tokens of every passage, kept with the index so an update re-tokenises only new passages.
+
+    Passage ``i``'s tokens are ``[vocab[t] for t in ids[offsets[i]:offsets[i + 1]]]``, in text order.
+
+    Attributes:
+        vocab: the distinct tokens (``list[str]``); ids index into it.
+        ids: int32, shape ``(total tokens,)``.
+        offsets: int64, shape ``(passages + 1,)``, non-decreasing, ``offsets[0] == 0``.
+    """
+
+    vocab: list[str]
+    ids: np.ndarray
+    offsets: np.ndarray
+
+    FILES = ("tokens.ids.npy", "tokens.offsets.npy", "tokens.vocab.json")
+
+    @property
+    def size(self) -> int:
+        """Number of passages."""
+        return len(self.offsets) - 1
+
+    @classmethod
+    def from_tokens(cls, corpus_tokens: Sequence[Sequence[str]]) -> CorpusTokens:
+        """Encode token lists (from :func:`index.tokenize.tokenize`), one per passage."""
+        return cls([], np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64)).extend(corpus_tokens)
+
+    def extend(self, corpus_tokens: Sequence[Sequence[str]]) -> CorpusTokens:
+        """A new table: these passages, then ``corpus_tokens`` (new terms join the vocabulary)."""
+        vocab = list(self.vocab)
+        lookup = {token: i for i, token in enumerate(vocab)}
+        new_ids = []
+        for tokens in corpus_tokens:
+            for token in tokens:
+                if token not in lookup:
+                    lookup[token] = len(vocab)
+                    vocab.append(token)
+                new_ids.append(lookup[token])
+        lengths = np.fromiter((len(tokens) for tokens in corpus_tokens), dtype=np.int64, count=len(corpus_tokens))
+        ids = np.concatenate([np.asarray(self.ids, dtype=np.int32), np.asarray(new_ids, dtype=np.int32)])
+        offsets = np.concatenate([np.asarray(self.offsets, dtype=np.int64), self.offsets[-1] + np.cumsum(lengths)])
+        return CorpusTokens(vocab, ids, offsets)
+
+    def select(self, rows: Sequence[int] | np.ndarray) -> CorpusTokens:
+        """A new table of passages ``rows`` (in that order); terms no longer used leave the vocabulary.
+
+        Raises:
+            IndexError: a row outside ``0 .. size - 1``.
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        if len(rows) == self.size and np.array_equal(rows, np.arange(self.size)):
+            return self  # every passage, in order (an update that only adds)
+        starts, ends = self.offsets[rows], self.offsets[rows + 1]
+        lengths = ends - starts
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        # positions of the kept tokens: each row's start repeated over its length, plus 0 .. length - 1
+        positions = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1], dtype=np.int64)
+        kept = np.asarray(self.ids)[positions]
+        used, ids = np.unique(kept, return_inverse=True)
+        return CorpusTokens([self.vocab[i] for i in used.tolist()], ids.astype(np.int32), offsets)
+
+    def bm25s_corpus(self) -> tuple[list[list[int]], dict[str, int]]:
+        """``(token ids per passage, vocabulary)``, the pre-tokenised form ``bm25s.BM25.index`` accepts."""
+        ids = np.asarray(self.ids).tolist()
+        bounds = np.asarray(self.offsets).tolist()
+        return [ids[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)], {t: i for i, t in enumerate(self.vocab)}
+
+    def save(self, directory: Path) -> None:
+        """Write the three files of :attr:`FILES` under ``directory``."""
+        np.save(directory / self.FILES[0], np.asarray(self.ids, dtype=np.int32))
+        np.save(directory / self.FILES[1], np.asarray(self.offsets, dtype=np.int64))
+        (directory / self.FILES[2]).write_text(json.dumps(self.vocab, ensure_ascii=False), encoding="utf-8")
+
+    @classmethod
+    def load(cls, directory: Path, mmap: bool = True) -> CorpusTokens | None:
+        """Read a table written by :meth:`save`; ``None`` when ``directory`` has none (an index written before
+        tokens were kept: an update then re-tokenises every passage)."""
+        if not all((directory / name).is_file() for name in cls.FILES):
+            return None
+        mode = "r" if mmap else None
+        vocab = json.loads((directory / cls.FILES[2]).read_text(encoding="utf-8"))
+        return cls(vocab, np.load(directory / cls.FILES[0], mmap_mode=mode), np.load(directory / cls.FILES[1], mmap_mode=mode))
 
 
 class BM25Index:
@@ -39,20 +126,24 @@ class BM25Index:
         self._model: bm25s.BM25 | None = None
         self._df: np.ndarray = np.zeros(0, dtype=np.int64)
         self.size = 0
+        self.tokens: CorpusTokens | None = None  # what it was built from (None: loaded from an older index)
 
     def _attach(self, model: bm25s.BM25) -> None:
         self._model = model
         # bm25s keeps one CSC column per vocabulary term: its length is the term's document frequency.
         self._df = np.diff(np.asarray(model.scores["indptr"])).astype(np.int64)
 
-    def build(self, corpus_tokens: list[list[str]]) -> None:
-        """Index passages given as token lists (from :func:`index.tokenize.tokenize`), row order kept."""
-        self.size = len(corpus_tokens)
-        if not corpus_tokens:
+    def build(self, corpus_tokens: list[list[str]] | CorpusTokens) -> None:
+        """Index passages given as token lists (from :func:`index.tokenize.tokenize`) or as a
+        :class:`CorpusTokens` table, row order kept; the table is kept (:attr:`tokens`) and saved with the index."""
+        tokens = corpus_tokens if isinstance(corpus_tokens, CorpusTokens) else CorpusTokens.from_tokens(corpus_tokens)
+        self.tokens = tokens
+        self.size = tokens.size
+        if not self.size:
             self._model = None
             return
         model = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
-        model.index(corpus_tokens, show_progress=False)
+        model.index(tokens.bm25s_corpus(), show_progress=False)
         self._attach(model)
 
     def scores(self, query_tokens: list[str]) -> np.ndarray:
@@ -100,10 +191,12 @@ class BM25Index:
         return top_k_hits(scores, k, "bm25", positive_only=True)
 
     def save(self, directory: Path) -> None:
-        """Write the index as bm25s's ``.npy`` + JSON files under ``directory``."""
+        """Write the index as bm25s's ``.npy`` + JSON files, and its :class:`CorpusTokens`, under ``directory``."""
         directory.mkdir(parents=True, exist_ok=True)
         if self._model is not None:
             self._model.save(str(directory), show_progress=False)
+        if self.tokens is not None:
+            self.tokens.save(directory)
 
     @classmethod
     def load(cls, directory: Path, size: int, k1: float, b: float, method: str, mmap: bool = True) -> BM25Index:
@@ -112,6 +205,7 @@ class BM25Index:
         index.size = size
         if size:
             index._attach(bm25s.BM25.load(str(directory), mmap=mmap, show_progress=False, verbosity=0))
+        index.tokens = CorpusTokens.load(directory, mmap=mmap) if directory.is_dir() else None
         return index
 
 

@@ -2,9 +2,11 @@
 
 Both end the same way (:func:`write_version`): BM25 over every passage's model text, FAISS over every passage's
 vector, committed atomically by :class:`~index.store.IndexStore`. An update reuses the live version's vectors for
-the passages it keeps, so adding 100 abstracts to a 23k index embeds ~200 passages, not ~50,000. The BM25 side is
-rebuilt from the kept and new passages' tokens (bm25s builds 23k abstracts in ~3.5 s), so it never loses documents
-of an earlier batch.
+the passages it keeps, so adding 100 abstracts to the 23k index embeds ~430 passages, not ~61,000. The BM25 side is
+rebuilt from the kept and new passages' tokens (bm25s builds 60k passages in ~3 s), so it never loses documents of
+an earlier batch; the kept passages' tokens are read back from the live version (:class:`~index.bm25.CorpusTokens`)
+rather than tokenised again. An update that only adds passages copies the live FAISS index and inserts the new
+vectors (HNSW: into the copied graph); one that removes passages builds FAISS again from the kept vectors.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 from rich.progress import Progress
 
 from index.backend import WriteReport
-from index.bm25 import BM25Index
+from index.bm25 import BM25Index, CorpusTokens
 from index.chunking import Chunker, model_text
 from index.dense import AUTO_HNSW_THRESHOLD, DenseIndex, choose_kind
 from index.embed import Embedder
@@ -88,21 +90,27 @@ def write_version(
     extra_manifest: dict[str, object] | None = None,
     dense_kind: str = "auto",
     hnsw_threshold: int = AUTO_HNSW_THRESHOLD,
+    tokens: CorpusTokens | None = None,
+    dense: DenseIndex | None = None,
 ) -> Path:
     """Index ``passages`` (BM25 + FAISS, row i == passage i == ``vectors[i]``) and commit a new live version.
 
     Args:
-        vectors: float32, shape ``(len(passages), dim)``, L2-normalised.
+        vectors: float32, shape ``(len(passages), dim)``, L2-normalised (unused when ``dense`` is given).
         dense_kind: ``"auto"``, ``"flat"`` or ``"hnsw"`` (see :func:`index.dense.choose_kind`).
+        tokens: the passages' BM25 tokens when already known (an update keeps those of unchanged passages);
+            else every passage is tokenised.
+        dense: a FAISS index already holding these passages' vectors in row order (an update that only adds).
 
     Returns:
         The new version directory.
     """
     by_id = {doc.doc_id: doc for doc in documents}
     bm25 = BM25Index(k1=config.bm25_k1, b=config.bm25_b, method=config.bm25_method)
-    bm25.build(tokenize_many(passage_texts(passages, by_id)))
-    dense = DenseIndex(config.embedding_dim, choose_kind(len(passages), dense_kind, hnsw_threshold))
-    dense.add(vectors)
+    bm25.build(tokens if tokens is not None else tokenize_many(passage_texts(passages, by_id)))
+    if dense is None:
+        dense = DenseIndex(config.embedding_dim, choose_kind(len(passages), dense_kind, hnsw_threshold))
+        dense.add(vectors)
     with_text = {p.doc_id for p in passages}
     kept = [doc for doc in documents if doc.doc_id in with_text]
     return store.write(config, kept, passages, bm25, dense, extra=extra_manifest)
@@ -207,12 +215,21 @@ def update_index(
         new_texts = passage_texts(new_passages, changed)
         new_vectors = embed_passages(embedder, new_texts, [p.n_tokens for p in new_passages], bars)
     report.passages_embedded = len(new_passages)
-    old_vectors = live.dense.vectors(np.asarray(kept_rows, dtype=np.int64)) if live is not None else None
-    vectors = new_vectors if old_vectors is None else np.concatenate([old_vectors, new_vectors])
     passages = ([live.passages[row] for row in kept_rows] if live is not None else []) + new_passages
+    # Unchanged passages keep their BM25 tokens and vectors; when nothing was removed, the live FAISS index (same
+    # kind) is copied and the new vectors inserted instead of indexing every vector again.
+    tokens = dense = None
+    vectors = new_vectors
+    if live is not None:
+        if live.bm25.tokens is not None:
+            tokens = live.bm25.tokens.select(kept_rows).extend(tokenize_many(new_texts))
+        if len(kept_rows) == len(live.passages) and live.dense.kind == choose_kind(len(passages), dense_kind):
+            dense = live.dense.extended(new_vectors)
+        else:
+            vectors = np.concatenate([live.dense.vectors(np.asarray(kept_rows, dtype=np.int64)), new_vectors])
     extra = {key: value for key, value in (live.manifest if live else {}).items() if key not in _MANIFEST_KEYS}
     extra.update(extra_manifest or {})
-    path = write_version(store, config, documents, passages, vectors, extra, dense_kind)
+    path = write_version(store, config, documents, passages, vectors, extra, dense_kind, tokens=tokens, dense=dense)
     report.version = path.name
     log.info(
         "index updated: %d added, %d replaced, %d deleted, %d passages embedded",

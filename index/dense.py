@@ -112,6 +112,19 @@ class DenseIndex:
         if len(vectors):
             self._index.add(np.ascontiguousarray(vectors, dtype=np.float32))
 
+    def extended(self, vectors: np.ndarray) -> DenseIndex:
+        """A copy of this index (same kind and parameters; ``faiss.clone_index``) with ``vectors`` appended as rows
+        ``size ..``; this index is left as it is (it may be serving searches). For HNSW this inserts the new
+        vectors into the copied graph instead of building the graph again: an update that only adds passages.
+
+        Raises:
+            ValueError: wrong shape (as :meth:`add`).
+        """
+        copy = DenseIndex(self.dim, ef_search=self.ef_search)
+        copy._index = faiss.clone_index(self._index)
+        copy.add(vectors)
+        return copy
+
     def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[Hit]:
         """Top-``k`` passages by inner product with ``query`` (float32, shape ``(dim,)``, L2-normalised).
 

@@ -137,3 +137,63 @@ def test_the_dense_index_kind_follows_the_size_threshold(built) -> None:
     query = embedder.encode(["sparse transformers memory"])[0]
     exact = np.argsort(-(index.dense.vectors() @ query), kind="stable")[:5]
     assert [hit.row for hit in index.dense.search(query, 5)] == exact.tolist()  # 1k vectors: HNSW finds all
+
+
+def _fresh_bm25_scores(index, query_tokens):
+    """BM25 scores of a from-scratch index over ``index``'s passages (tokenised again from their texts)."""
+    from index.bm25 import BM25Index
+    from index.build import passage_texts
+    from index.tokenize import tokenize_many
+
+    fresh = BM25Index(index.config.bm25_k1, index.config.bm25_b, index.config.bm25_method)
+    fresh.build(tokenize_many(passage_texts(index.passages, index.documents)))
+    return fresh.scores(query_tokens)
+
+
+@pytest.mark.parametrize("query", ["zorblax memory", "EDEN parameters", "KV cache eviction", "conformal prediction"])
+def test_updates_reuse_kept_tokens_and_score_as_a_fresh_bm25_build(built, query: str) -> None:
+    from index.tokenize import tokenize
+
+    store = built[0]
+    _update(built, [NEW])  # adds only: tokens of the 38 abstracts are read back, not tokenised again
+    after_add = store.load()
+    assert after_add.bm25.tokens is not None and after_add.bm25.tokens.size == len(after_add.passages)
+    _update(built, deletes=[EDEN])  # removes: the table drops EDEN's rows and the terms only EDEN used
+    after_delete = store.load()
+    tokens = after_delete.bm25.tokens
+    assert tokens is not None and tokens.size == len(after_delete.passages)
+    assert "eden" not in tokens.vocab and "zorblax" in tokens.vocab
+    for index in (after_add, after_delete):
+        q = tokenize(query)
+        np.testing.assert_allclose(index.bm25.scores(q), _fresh_bm25_scores(index, q), rtol=1e-6)
+
+
+def test_an_update_that_only_adds_inserts_into_a_copy_of_the_live_hnsw_graph(built) -> None:
+    store, embedder, chunker, config = built
+    update_index(store, embedder, chunker, config, deletes=[EDEN], dense_kind="hnsw")  # rebuilt as HNSW
+    before = store.load()
+    assert before.dense.kind == "hnsw"
+    update_index(store, embedder, chunker, config, [NEW], dense_kind="hnsw")
+    after = store.load()
+    assert after.dense.kind == "hnsw" and after.dense.size == before.dense.size + 1
+    np.testing.assert_array_equal(after.dense.vectors()[: before.dense.size], before.dense.vectors())
+    assert before.dense.size == len(before.passages)  # the live version was left as it was
+
+
+def test_corpus_tokens_select_and_extend_round_trip(tmp_path: Path) -> None:
+    from index.bm25 import CorpusTokens
+
+    table = CorpusTokens.from_tokens([["a", "b"], [], ["b", "c", "c"]]).extend([["d", "a"]])
+    assert table.size == 4 and table.vocab == ["a", "b", "c", "d"]
+    picked = table.select([3, 0])
+    assert picked.vocab == ["a", "b", "d"]
+    assert [[picked.vocab[i] for i in picked.ids[a:b]] for a, b in zip(picked.offsets[:-1], picked.offsets[1:])] == [
+        ["d", "a"], ["a", "b"]
+    ]
+    assert table.select(range(4)) is table
+    table.save(tmp_path)
+    loaded = CorpusTokens.load(tmp_path)
+    assert loaded is not None and loaded.vocab == table.vocab
+    np.testing.assert_array_equal(loaded.ids, table.ids)
+    np.testing.assert_array_equal(loaded.offsets, table.offsets)
+    assert CorpusTokens.load(tmp_path / "missing") is None
