@@ -6,7 +6,12 @@ Citation rule (applied to the model's raw text, sentence by sentence):
 2. A citation is removed when its sentence has content terms (BM25 tokens: stemmed, stop words and answer words
    such as "yes" or "passage" dropped) and the cited passage shares none of them: it cannot support that sentence.
    A sentence that states a number found in none of its remaining cited passages loses all its citations.
-3. Only passages that were in the prompt can be cited; each kept citation carries its passage's exact character
+3. A sentence left without a citation (the model wrote none, or rule 1 or 2 removed them) is attributed to the
+   passage that supports it best, if one supports it clearly (:func:`attribute`): the passage contains every number
+   the sentence states and at least :data:`MIN_ATTRIBUTION_COVERAGE` of its content terms. Small models often
+   state the right fact without a marker, or with the neighbouring passage's number; the evidence decides.
+   A sentence no passage supports keeps no citation.
+4. Only passages that were in the prompt can be cited; each kept citation carries its passage's exact character
    span in the source document.
 
 Abstention: the service answers "not found in the indexed abstracts" (``abstained: true``, no citations) when
@@ -40,6 +45,8 @@ SYSTEM_PROMPT = (
     "found in the passages, and end each sentence with the number of the passage that supports it in square "
     "brackets. Name the method or paper; never write \"Passage [n]\" in a sentence.\n"
     "Example: EDEN is scaled up to 28 billion parameters [1].\n"
+    "When the question asks which papers or methods, name each one as its passage does, with its own number.\n"
+    "Example: GraphSAGE samples fixed-size neighbourhoods [1], and GAT learns attention weights over neighbours [3].\n"
     "Answer even when the passages answer only part of the question. "
     f"Only if no passage is about what the question asks, reply exactly: {_NOT_FOUND_MARK}"
 )
@@ -50,7 +57,8 @@ _YES_NO = frozenset(tokenize("yes no"))
 _CITATION = re.compile(r"\[\s*(\d+(?:\s*[,;]\s*\d+)*)\s*\]")
 _NOT_FOUND_PHRASES = re.compile(
     r"\bnot found\b|\b(?:passages?|abstracts?|context) (?:do|does) not (?:contain|provide|mention|say)"
-    r"|\bno (?:information|mention)\b|\bcannot be (?:answered|determined)\b",
+    r"|\bno (?:information|mention)\b|\bcannot be (?:answered|determined)\b"
+    r"|\bnot (?:specified|mentioned|provided|stated|given|described|reported)\b[^.]*\b(?:passages?|abstracts?|context)\b",
     re.IGNORECASE,
 )
 
@@ -115,6 +123,13 @@ def _cited_numbers(group: str) -> list[int]:
 
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
+# Citation markers written after a sentence's full stop (". [1]"), moved before it so they stay with their sentence.
+_MARKER_AFTER_STOP = re.compile(r"([.!?])[ \t]*((?:\[\s*\d+(?:\s*[,;]\s*\d+)*\s*\])+)")
+
+#: Share of a sentence's content terms a passage must contain for :func:`attribute` to cite it (rule 3). At 0.5 a
+#: sentence restating the question plus its answer is attributed to the passage holding both, while an answer from
+#: the model's own memory (other entities, other terms) is not.
+MIN_ATTRIBUTION_COVERAGE = 0.5
 
 
 def numbers_in(text: str) -> list[str]:
@@ -122,17 +137,44 @@ def numbers_in(text: str) -> list[str]:
     return _NUMBER.findall(re.sub(r"(?<=\d),(?=\d{3}\b)", "", fold(text)))
 
 
+def attribute(
+    terms: set[str], numbers: set[str], passage_terms: list[set[str]], passage_numbers: list[set[str]]
+) -> int | None:
+    """The passage (1-based) that best supports a sentence with content ``terms`` and stated ``numbers``, or ``None``
+    when none does clearly (rule 3 of the module docstring).
+
+    A passage qualifies when it contains every stated number and at least :data:`MIN_ATTRIBUTION_COVERAGE` of
+    ``terms``; among those the one sharing most terms wins, ties going to the earlier (higher-ranked) passage. A
+    sentence without content terms and numbers is attributed to nothing.
+
+    >>> attribute({"eden", "28", "billion"}, {"28"}, [{"kv", "cach"}, {"eden", "28", "billion", "param"}], [set(), {"28"}])
+    2
+    """
+    if not terms and not numbers:
+        return None
+    best, best_shared = None, 0
+    for n, (p_terms, p_numbers) in enumerate(zip(passage_terms, passage_numbers, strict=True), start=1):
+        shared = len(terms & p_terms)
+        if not numbers <= p_numbers or shared < MIN_ATTRIBUTION_COVERAGE * len(terms):
+            continue
+        if best is None or shared > best_shared:
+            best, best_shared = n, shared
+    return best
+
+
 def _tidy(text: str) -> str:
     """No space before punctuation (left where a citation marker was removed), no outer whitespace."""
     return re.sub(r"\s+([.,;:!?])", r"\1", text).strip()
 
 
-def check_citations(text: str, passage_texts: list[str]) -> tuple[str, list[int]]:
+def check_citations(text: str, passage_texts: list[str], question: str = "") -> tuple[str, list[int]]:
     """Apply the citation rule (module docstring) to a model output.
 
     Args:
         text: the model's answer with ``[n]`` markers.
         passage_texts: the texts of the passages given in the prompt, in order (``[1]`` is index 0).
+        question: the question asked; a sentence's words that repeat it are not counted when a sentence is
+            attributed (rule 3): what needs support is what the sentence adds to the question.
 
     Returns:
         ``(clean_text, cited)``: the answer with removed citations deleted, and the kept passage numbers in order
@@ -143,6 +185,8 @@ def check_citations(text: str, passage_texts: list[str]) -> tuple[str, list[int]
     """
     passage_terms = [set(tokenize(p)) for p in passage_texts]
     passage_numbers = [set(numbers_in(p)) for p in passage_texts]
+    asked = set(tokenize(question))
+    text = _MARKER_AFTER_STOP.sub(r" \2\1", text)  # "... fit. [1]" -> "... fit [1]."
     cited: list[int] = []
     out: list[str] = []
     cursor = 0
@@ -151,24 +195,39 @@ def check_citations(text: str, passage_texts: list[str]) -> tuple[str, list[int]
         claim = _CITATION.sub(" ", sentence)
         terms = set(tokenize(claim)) - _NON_CONTENT
         written = [n for group in _CITATION.findall(sentence) for n in _cited_numbers(group)]
+        numbers = set(numbers_in(claim))
         kept = [
             n
             for n in dict.fromkeys(written)
             if 1 <= n <= len(passage_texts) and (not terms or terms & passage_terms[n - 1])
         ]
-        if kept and not set(numbers_in(claim)) <= set().union(*(passage_numbers[n - 1] for n in kept)):
+        if kept and not numbers <= set().union(*(passage_numbers[n - 1] for n in kept)):
             kept = []  # the sentence states a number that none of its passages contains
+        added = None
+        if not kept and (best := attribute(terms - asked, numbers, passage_terms, passage_numbers)) is not None:
+            kept, added = [best], best
         cited.extend(n for n in kept if n not in cited)
 
         def rewrite(match: re.Match[str]) -> str:
             return "".join(f"[{n}]" for n in dict.fromkeys(_cited_numbers(match.group(1))) if n in kept)
 
         out.append(text[cursor:start])
-        out.append(_CITATION.sub(rewrite, sentence))
+        rewritten = _CITATION.sub(rewrite, sentence)
+        if added is not None:
+            rewritten = _with_marker(rewritten, added)
+        out.append(rewritten)
         cursor = end
     out.append(text[cursor:])
     clean = _tidy(re.sub(r"[ \t]{2,}", " ", "".join(out)))
     return clean, cited
+
+
+def _with_marker(sentence: str, n: int) -> str:
+    """``sentence`` with ``[n]`` before its final punctuation (``"X is 5."`` -> ``"X is 5 [n]."``)."""
+    body = sentence.rstrip()
+    tail = sentence[len(body):]
+    stop = len(body) - len(body.rstrip(".!?;:"))
+    return f"{body[: len(body) - stop].rstrip()} [{n}]{body[len(body) - stop:]}{tail}"
 
 
 def supporting_span(passage_text: str, claims: list[str]) -> tuple[int, int]:
@@ -298,7 +357,7 @@ class Answerer:
             answer = self._abstain(question, passages, "the passages do not contain the answer", timings, started, raw)
         elif not states_something(raw):
             answer = self._abstain(question, passages, "the answer states nothing beyond a citation", timings, started, raw)
-        elif not (checked := check_citations(raw, [p.passage.text for p in passages]))[1]:
+        elif not (checked := check_citations(raw, [p.passage.text for p in passages], question))[1]:
             answer = self._abstain(question, passages, "the answer cited no supporting passage", timings, started, raw)
         else:
             answer = self._answered(question, passages, checked, raw, timings, started)

@@ -43,6 +43,8 @@ class AnswerRecord:
     out_of_range: int
     answer: str
     timings_ms: dict[str, float]
+    reason: str = ""  # why it abstained ("" when it answered)
+    raw: str = ""  # the model's unedited output ("" when the model was not called)
 
 
 def judge(question: DevQuestion, answer: Answer) -> AnswerRecord:
@@ -55,7 +57,7 @@ def judge(question: DevQuestion, answer: Answer) -> AnswerRecord:
         correct = not answer.abstained and any(normalise(expected) in text for expected in question.answer)
     return AnswerRecord(
         question.qid, question.kind, correct, answer.abstained, relevant, len(answer.citations), out_of_range,
-        answer.answer, answer.timings_ms,
+        answer.answer, answer.timings_ms, answer.reason, answer.raw,
     )
 
 

@@ -34,13 +34,26 @@ class TestCheckCitations:
         text = "EDEN has 28 billion parameters [1]. XR-1 used 12,000 rollouts [5]."
         assert check_citations(text, PASSAGES) == (text, [1, 5])
 
-    def test_no_citations(self) -> None:
-        assert check_citations("EDEN has 28 billion parameters.", PASSAGES) == ("EDEN has 28 billion parameters.", [])
+    def test_a_sentence_without_a_marker_is_attributed_to_the_passage_that_supports_it(self) -> None:
+        assert check_citations("EDEN has 28 billion parameters.", PASSAGES) == ("EDEN has 28 billion parameters [1].", [1])
+        assert check_citations("80%", PASSAGES) == ("80% [2]", [2])  # a bare number: the one passage stating it
+
+    def test_a_wrong_marker_is_replaced_by_the_supporting_passage(self) -> None:
+        assert check_citations("XR-1 used 12,000 rollouts [2].", PASSAGES) == ("XR-1 used 12,000 rollouts [5].", [5])
+
+    def test_a_sentence_no_passage_supports_gets_no_citation(self) -> None:
+        # the model's own memory: no passage holds these terms or this number
+        assert check_citations("France won the 2018 World Cup.", PASSAGES) == ("France won the 2018 World Cup.", [])
+        # half the content terms are not enough when the stated number is missing
+        assert check_citations("EDEN has 30 billion parameters.", PASSAGES) == ("EDEN has 30 billion parameters.", [])
+        assert check_citations("Passage [9]", PASSAGES) == ("Passage", [])
 
 
 @pytest.mark.parametrize(
     ("text", "refusal"),
     [("NOT FOUND", True), ("Not found.", True), ("The passages do not contain this information.", True),
+     ("The learning rate was not specified in the given passage.", True),
+     ("Labels are not provided; the safeguard is label-free [1].", False),
      ("EDEN has 28 billion parameters [1].", False)],
 )
 def test_refusal_detection(text: str, refusal: bool) -> None:
