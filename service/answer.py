@@ -32,7 +32,7 @@ from index.backend import Searcher
 from index.retrieve import SearchResult
 from index.text import fold, split_sentences
 from index.tokenize import tokenize
-from service.context import merge_same_document
+from service.context import coined_name, merge_same_document
 from service.generator import Generator
 
 NOT_FOUND = "Not found in the indexed abstracts."
@@ -105,16 +105,36 @@ class Answer:
 
 def build_messages(question: str, passages: list[SearchResult]) -> list[dict[str, str]]:
     """The chat messages for ``question``: the fixed system prompt (cached by llama.cpp), then the passages
-    numbered ``[1]..[k]`` with their document labels, fenced as quoted data, then the question.
+    numbered ``[1]..[k]`` with the name their abstract coins (:func:`~service.context.coined_name`, when it coins
+    one) and their document labels, fenced as quoted data, then the question.
 
     Passage text is given folded (LaTeX/Markdown markup removed: ``80\\%`` reads ``80%``), which small models read
     more reliably; fence markers inside documents are neutralised so a passage cannot close its own quote."""
     blocks = []
     for n, result in enumerate(passages, start=1):
         text = fold(result.passage.text).replace("<<<", "‹‹‹").replace(">>>", "›››")
-        blocks.append(f"[{n}] from \"{result.document.label}\":\n<<<{text}>>>")
+        name = coined_name(result.document.text)
+        blocks.append(f"[{n}] {name + ', ' if name else ''}from \"{result.document.label}\":\n<<<{text}>>>")
     user = "Passages:\n\n" + "\n\n".join(blocks) + f"\n\nQuestion: {question}\nAnswer:"
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+_PASSAGE_REFERENCE = re.compile(r"\b[Pp]assages?\s*\[(\d+)\]")
+
+
+def name_references(text: str, passages: list[SearchResult]) -> str:
+    """``text`` with "Passage [n]" written as the name passage ``n``'s abstract coins (``"ASMC [2]"``), where it
+    coins one (:func:`~service.context.coined_name`); other references and out-of-range numbers are left as they are.
+
+    The model names papers "Passage [n]" although told not to; an answer such as "Passage [1] and Passage [2] study
+    KV caches." then says which papers only through its markers."""
+
+    def name(match: re.Match[str]) -> str:
+        n = int(match.group(1))
+        coined = coined_name(passages[n - 1].document.text) if 1 <= n <= len(passages) else None
+        return f"{coined} [{n}]" if coined else match.group(0)
+
+    return _PASSAGE_REFERENCE.sub(name, text)
 
 
 def _cited_numbers(group: str) -> list[int]:
@@ -357,7 +377,8 @@ class Answerer:
             answer = self._abstain(question, passages, "the passages do not contain the answer", timings, started, raw)
         elif not states_something(raw):
             answer = self._abstain(question, passages, "the answer states nothing beyond a citation", timings, started, raw)
-        elif not (checked := check_citations(raw, [p.passage.text for p in passages], question))[1]:
+        elif not (checked := check_citations(name_references(raw, passages), [p.passage.text for p in passages],
+                                             question))[1]:
             answer = self._abstain(question, passages, "the answer cited no supporting passage", timings, started, raw)
         else:
             answer = self._answered(question, passages, checked, raw, timings, started)

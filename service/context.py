@@ -4,13 +4,18 @@ Passages of one document are put together in document order, and overlapping or 
 block (the chunker overlaps neighbours by up to 64 word pieces, so two neighbours from one abstract would otherwise
 repeat that text in the prompt and cost prompt-evaluation time, ~15-25 ms a token on 2 cores). Documents keep the
 order of their best passage's rank.
+
+Each document is also given the name its abstract coins (:func:`coined_name`), which the prompt shows with its
+passages; the corpus's abstracts have no titles, so the model otherwise calls them "Passage [n]".
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from index.retrieve import SearchResult
+from index.text import fold
 
 
 def merge_same_document(results: list[SearchResult]) -> list[SearchResult]:
@@ -63,3 +68,48 @@ def _join(a: SearchResult, b: SearchResult) -> SearchResult:
         bm25_score=_best(a.bm25_score, b.bm25_score, max),
         dense_score=_best(a.dense_score, b.dense_score, max),
     )
+
+
+# A coined name: a token with a capital after its first letter or a digit (EDEN, LU-KV, GP-EquiFlow, CFlower, V₁,
+# XR-1), possibly hyphenated.
+_NAME = r"[A-Za-z][\w]*(?:[-–][\w]+)*"
+_COINED = re.compile(rf"(?<![\w-])(?=[\w-]*?[A-Za-z][\w-]*?[A-Z0-9\u2080-\u2089])({_NAME})(?![\w-])")
+_INTRODUCED = re.compile(
+    r"\b(?:we|this (?:paper|work)|here)\s+(?:\w+\s+){0,2}?(?:propose|introduce|present|develop|design|call|name|dub|term)"
+    r"\w*\b([^.;:]{0,120})|\b(?:called|named|dubbed|termed)\s+([^.;:]{0,60})",
+    re.IGNORECASE,
+)
+# Acronyms of the field that abstracts use without coining them.
+_COMMON_ACRONYMS = frozenset(
+    "LLM LLMs KV AI ML RL NLP GPU GPUs CPU CNN CNNs RNN GNN GNNs MoE CoT SOTA VLA VLM VLMs API SE SGD MLP MLPs "
+    "ODE ODEs PDE PDEs MDP MDPs QA".split()
+)
+
+
+def coined_name(text: str) -> str | None:
+    """The name an abstract coins for its method, model or benchmark, or ``None``: the first capitalised or
+    numbered token (``EDEN``, ``LU-KV``, ``GP-EquiFlow``, ``V₁``) in the words after "we propose / introduce /
+    present ..." or "called / named ...", skipping the field's common acronyms (``LLM``, ``KV``, ...).
+
+    Abstracts have no titles here, so this is what a reader would call the paper; the prompt gives it with each
+    passage and answers that say "Passage [n]" are rewritten with it (:func:`name_references`).
+
+    >>> coined_name("Long contexts are costly. We propose LU-KV, a KV cache eviction method.")
+    'LU-KV'
+    """
+    folded = fold(text)
+    for match in _INTRODUCED.finditer(folded):
+        span = match.group(1) or match.group(2) or ""
+        # "Parameter-Masked Decoupled Optimization (PMDO)": the abbreviation in brackets is the name used later
+        abbreviations = [m.group(1) for m in re.finditer(r"\(([^()\s]+)\)", span)]
+        for candidate in [*abbreviations, *_COINED.findall(span)]:
+            if _is_coined(candidate):
+                return candidate
+    return None
+
+
+def _is_coined(candidate: str) -> bool:
+    """A name-shaped token with a part of its own: not a common acronym, nor one plus lowercase words ("LLM-free")."""
+    parts = re.split(r"[-–]", candidate)
+    own = [p for p in parts if p not in _COMMON_ACRONYMS and not p.islower()]
+    return len(candidate) > 1 and bool(_COINED.fullmatch(candidate)) and bool(own)

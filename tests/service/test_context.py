@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from index.retrieve import SearchResult
 from index.types import Document, Passage
-from service.answer import claims_by_citation, supporting_span
-from service.context import merge_same_document
+from service.answer import claims_by_citation, name_references, supporting_span
+from service.context import coined_name, merge_same_document
 
 TEXT_A = "Alpha one. Alpha two has 28 billion parameters. Alpha three. Alpha four."
 DOC_A = Document("a", "", TEXT_A, "Alpha")
@@ -42,3 +44,27 @@ def test_a_citation_span_is_the_supporting_sentence() -> None:
     start, end = supporting_span(TEXT_A, claims[1])
     assert TEXT_A[start:end] == "Alpha two has 28 billion parameters."
     assert supporting_span(TEXT_A, ["Gamma"]) == (0, len(TEXT_A))  # nothing shared: the whole passage
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("Long contexts are costly. We propose LU-KV, a KV cache eviction method.", "LU-KV"),
+        ("We introduce Parameter-Masked Decoupled Optimization (PMDO) for CD-CIL.", "PMDO"),
+        ("In this work we present \\textbf{GP-EquiFlow}, a flow matching model.", "GP-EquiFlow"),
+        ("Our method, called V₁, verifies pairs.", "V1"),  # folded: subscripts become digits
+        ("We propose an LLM-free approach to KV caching.", None),  # only the field's common acronyms
+        ("Conformal prediction provides distribution-free prediction sets.", None),  # nothing coined
+    ],
+)
+def test_coined_name(text: str, name: str | None) -> None:
+    assert coined_name(text) == name
+
+
+def test_passage_references_are_rewritten_with_coined_names() -> None:
+    named = _result(Document("a", "", "We propose ASMC, a sampler.", "a"), 0, 0, 26, 1, 0.5)
+    unnamed = _result(Document("b", "", "Sequential Monte Carlo for data assimilation.", "b"), 0, 0, 44, 2, 0.4)
+    text = "Passage [1] and passage [2] use Sequential Monte Carlo; Passage [7] does not exist."
+    assert name_references(text, [named, unnamed]) == (
+        "ASMC [1] and passage [2] use Sequential Monte Carlo; Passage [7] does not exist."
+    )
