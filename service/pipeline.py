@@ -279,9 +279,7 @@ def open_milvus_backend(
         )
 
     encoder = embedder or load_embedder(settings)
-    chunker = Chunker(
-        encoder.tokenizer, encoder.max_seq_length, settings.chunk_tokens, settings.chunk_overlap  # type: ignore[attr-defined]
-    )
+    chunker = make_chunker(settings, encoder)  # type: ignore[arg-type]
     fusion = settings.fusion
     if fusion == "bounded":
         log.info("Milvus backend: bounded fusion needs BM25 document frequencies Milvus does not expose; using RRF")

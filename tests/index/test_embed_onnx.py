@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +59,15 @@ class TestOnnxEmbedder:
         made = path.stat().st_mtime_ns
         assert onnx_int8_model(onnx_settings.cache_dir) == path and path.stat().st_mtime_ns == made
         assert path.with_suffix(".json").is_file()
+
+    def test_another_install_of_the_same_weights_reuses_the_export(self, onnx_settings) -> None:
+        path = onnx_int8_model(onnx_settings.cache_dir)
+        made = path.stat().st_mtime_ns
+        stamp = path.with_suffix(".json")
+        record = json.loads(stamp.read_text())
+        # as another virtual environment would find it: other path and time, same content
+        stamp.write_text(json.dumps({**record, "source": "/elsewhere/.venv/model.safetensors", "mtime": 1}))
+        assert onnx_int8_model(onnx_settings.cache_dir) == path and path.stat().st_mtime_ns == made
 
 
 def test_an_onnx_index_records_its_backend_and_is_not_searched_with_torch_vectors(
