@@ -17,7 +17,9 @@ Citation rule (applied to the model's raw text, sentence by sentence):
 Abstention: the service answers "not found in the indexed abstracts" (``abstained: true``, no citations) when
 retrieval found nothing, when the best passage's cosine similarity to the question is below
 ``min_dense_score``, when the model says the passages do not answer, when its answer states nothing beyond a
-citation ("Passage [1]"), or when no citation survives checking.
+citation ("Passage [1]"), when no citation survives checking, or when a question asking for a quantity gets an
+answer that does not give one from the passages (:func:`quantity_gap`: no number stated, or the thing counted in
+"how many GPUs" appears in no cited passage).
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ SYSTEM_PROMPT = (
     "Example: EDEN is scaled up to 28 billion parameters [1].\n"
     "When the question asks which papers or methods, name each one as its passage does, with its own number.\n"
     "Example: GraphSAGE samples fixed-size neighbourhoods [1], and GAT learns attention weights over neighbours [3].\n"
+    "State the answer in the passage's own words: copy the term, name or number that answers the question, even "
+    "when the question describes it in other words.\n"
     "Answer even when the passages answer only part of the question. "
     f"Only if no passage is about what the question asks, reply exactly: {_NOT_FOUND_MARK}"
 )
@@ -288,6 +292,55 @@ def states_something(text: str) -> bool:
     return bool(words - _NON_CONTENT) or bool(words & _YES_NO)
 
 
+# A quantity: a whole token that is a number, optionally with a multiplier or unit suffix (0.2, 12000, 1.41x,
+# 1.41times, 28B, 12k); a token starting with letters (ADE20K, V1, MATH500) is a name.
+_QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(?:x|times|[kmb])?\.?$", re.IGNORECASE)
+# Questions that ask for a quantity ("how many", "by how much", "what speedup", "what top-1 accuracy").
+_QUANTITY_QUESTION = re.compile(
+    r"\bhow (?:many|much)\b|\bby what\b|\bwhat (?:[\w-]+ ){0,3}?(?:percentage|accuracy|speedup|score|f1-score|auroc|"
+    r"rate|size|count|number)\b",
+    re.IGNORECASE,
+)
+# The thing a "how many" question counts: the words after "how many" up to the verb ("how many GPUs were used").
+_COUNTED = re.compile(
+    r"\bhow many ((?:[\w-]+ ){0,3}?[\w-]+) (?:were|are|was|is|does|do|did|have|has|had|can|could|should|would)\b",
+    re.IGNORECASE,
+)
+
+
+def _quantities(text: str) -> set[str]:
+    """Numbers standing as quantities in ``text`` (folded, thousands separators removed): ``"12,000"``, ``"80%"``,
+    ``"1.41x"``, ``"O(N^6)"``; not digits inside names (``ADE20K``, ``V1``, ``MATH500``)."""
+    tokens = re.findall(r"[A-Za-z0-9.]+", re.sub(r"(?<=\d),(?=\d{3}\b)", "", fold(text)))
+    return {match.group(1) for token in tokens if (match := _QUANTITY.match(token))}
+
+
+def quantity_gap(question: str, answer: str, cited_texts: list[str]) -> str:
+    """Why an answer to a quantity question does not give the quantity, or ``""`` when it does (or the question
+    asks for none).
+
+    A quantity question ("how many ...", "by how much ...", "what speedup ...") needs a number in the answer that
+    the question does not already hold, standing as a quantity rather than inside a name such as ``ADE20K`` (the
+    citation rule already requires the number to be in a cited passage), and for "how many X" the counted X (its
+    last word, as a BM25 token) must appear in a cited passage: an answer stating "12,000 rollouts" does not say how
+    many GPUs were used.
+
+    >>> quantity_gap("How many GPUs were used to train XR-1?", "XR-1 used 12,000 rollouts [1].", ["12,000 rollouts"])
+    'the passages do not mention the GPUs the question counts'
+    """
+    if not _QUANTITY_QUESTION.search(question):
+        return ""
+    if not _quantities(_CITATION.sub(" ", answer)) - _quantities(question):
+        return "the question asks for a quantity and the answer gives none"
+    counted = _COUNTED.search(question)
+    if counted:
+        head = counted.group(1).split()[-1]
+        terms = set(tokenize(head))
+        if terms and not any(terms <= set(tokenize(text)) for text in cited_texts):
+            return f"the passages do not mention the {head} the question counts"
+    return ""
+
+
 def is_refusal(text: str) -> bool:
     """True when the model says the passages do not answer the question."""
     return _NOT_FOUND_MARK in text.upper() or bool(_NOT_FOUND_PHRASES.search(text))
@@ -380,6 +433,8 @@ class Answerer:
         elif not (checked := check_citations(name_references(raw, passages), [p.passage.text for p in passages],
                                              question))[1]:
             answer = self._abstain(question, passages, "the answer cited no supporting passage", timings, started, raw)
+        elif gap := quantity_gap(question, checked[0], [passages[n - 1].passage.text for n in checked[1]]):
+            answer = self._abstain(question, passages, gap, timings, started, raw)
         else:
             answer = self._answered(question, passages, checked, raw, timings, started)
         answer.completion_tokens = completion.completion_tokens
