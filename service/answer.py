@@ -17,7 +17,7 @@ Citation rule (applied to the model's raw text, sentence by sentence):
 Abstention: the service answers "not found in the indexed abstracts" (``abstained: true``, no citations) when
 retrieval found nothing, when the best passage's cosine similarity to the question is below
 ``min_dense_score``, when the model says the passages do not answer, when its answer states nothing beyond a
-citation ("Passage [1]"), when no citation survives checking, or when a question asking for a quantity gets an
+citation ("Passage [1]", unless a "which papers" question is answered by naming them), when no citation survives checking, or when a question asking for a quantity gets an
 answer that does not give one from the passages (:func:`quantity_gap`: no number stated, or the thing counted in
 "how many GPUs" appears in no cited passage).
 """
@@ -341,6 +341,15 @@ def quantity_gap(question: str, answer: str, cited_texts: list[str]) -> str:
     return ""
 
 
+_WHICH_PAPERS = re.compile(r"^\s*(?:which|what) (?:papers?|abstracts?|works?|studies|methods?)\b", re.IGNORECASE)
+
+
+def asks_which_papers(question: str) -> bool:
+    """True for "Which papers ...?"-style questions, whose answer may be just the papers: "Passage [1] and
+    Passage [3]" then answers it once :func:`name_references` has named them (``"ASMC [1] and LU-KV [3]"``)."""
+    return bool(_WHICH_PAPERS.match(question))
+
+
 def is_refusal(text: str) -> bool:
     """True when the model says the passages do not answer the question."""
     return _NOT_FOUND_MARK in text.upper() or bool(_NOT_FOUND_PHRASES.search(text))
@@ -426,12 +435,12 @@ class Answerer:
         completion = self.generator.chat(build_messages(question, passages), self.max_tokens, guarded)
         timings.update(prompt=completion.prompt_ms, generate=completion.generate_ms)
         raw = completion.text.strip()
+        named = name_references(raw, passages)
         if is_refusal(raw):
             answer = self._abstain(question, passages, "the passages do not contain the answer", timings, started, raw)
-        elif not states_something(raw):
+        elif not states_something(named if asks_which_papers(question) else raw):
             answer = self._abstain(question, passages, "the answer states nothing beyond a citation", timings, started, raw)
-        elif not (checked := check_citations(name_references(raw, passages), [p.passage.text for p in passages],
-                                             question))[1]:
+        elif not (checked := check_citations(named, [p.passage.text for p in passages], question))[1]:
             answer = self._abstain(question, passages, "the answer cited no supporting passage", timings, started, raw)
         elif gap := quantity_gap(question, checked[0], [passages[n - 1].passage.text for n in checked[1]]):
             answer = self._abstain(question, passages, gap, timings, started, raw)

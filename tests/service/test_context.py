@@ -68,3 +68,12 @@ def test_passage_references_are_rewritten_with_coined_names() -> None:
     assert name_references(text, [named, unnamed]) == (
         "ASMC [1] and passage [2] use Sequential Monte Carlo; Passage [7] does not exist."
     )
+
+
+def test_which_papers_questions_are_recognised() -> None:
+    from service.answer import asks_which_papers
+
+    assert asks_which_papers("Which papers use flow matching?")
+    assert asks_which_papers("which abstracts are about genome language models?")
+    assert not asks_which_papers("How many GPUs were used to train XR-1?")
+    assert not asks_which_papers("What does GGF stand for?")
