@@ -75,10 +75,13 @@ def _join(a: SearchResult, b: SearchResult) -> SearchResult:
 _NAME = r"[A-Za-z][\w]*(?:[-–][\w]+)*"
 _COINED = re.compile(rf"(?<![\w-])(?=[\w-]*?[A-Za-z][\w-]*?[A-Z0-9\u2080-\u2089])({_NAME})(?![\w-])")
 _INTRODUCED = re.compile(
-    r"\b(?:we|this (?:paper|work)|here)\s+(?:\w+\s+){0,2}?(?:propose|introduce|present|develop|design|call|name|dub|term)"
-    r"\w*\b([^.;:]{0,120})|\b(?:called|named|dubbed|termed)\s+([^.;:]{0,60})",
+    r"\b(?:we|this (?:paper|work)|here)\s+(?:\w+\s+){0,4}?(?:propos|introduc|present|develop|design|call|name|dub|"
+    r"term|establish|construct|build|release|creat)\w*\b([^.;:]{0,120})|\b(?:called|named|dubbed|termed)\s+([^.;:]{0,60})",
     re.IGNORECASE,
 )
+# A capitalised word right after the introducing verb and set off as a name: "we propose Faire (", "We introduce
+# Polaris, a ...".
+_INTRODUCED_WORD = re.compile(r"^\s*(?:the |our |an? )?([A-Z][a-z]{2,})(?=\s*[,(:]|\s+an?\s)")
 # Acronyms of the field that abstracts use without coining them.
 _COMMON_ACRONYMS = frozenset(
     "LLM LLMs KV AI ML RL NLP GPU GPUs CPU CNN CNNs RNN GNN GNNs MoE CoT SOTA VLA VLM VLMs API SE SGD MLP MLPs "
@@ -105,6 +108,8 @@ def coined_name(text: str) -> str | None:
         for candidate in [*abbreviations, *_COINED.findall(span)]:
             if _is_coined(candidate):
                 return candidate
+        if match.group(1) and (word := _INTRODUCED_WORD.match(match.group(1))):
+            return word.group(1)
     return None
 
 

@@ -53,6 +53,10 @@ def test_a_citation_span_is_the_supporting_sentence() -> None:
         ("We introduce Parameter-Masked Decoupled Optimization (PMDO) for CD-CIL.", "PMDO"),
         ("In this work we present \\textbf{GP-EquiFlow}, a flow matching model.", "GP-EquiFlow"),
         ("Our method, called V₁, verifies pairs.", "V1"),  # folded: subscripts become digits
+        ("To overcome this, we propose Faire (Functional alignment for reasoning).", "Faire"),
+        ("We introduce Polaris, a polar hyperspherical embedding framework.", "Polaris"),
+        ("We improve evaluation validity by introducing ReVSI, a benchmark.", "ReVSI"),
+        ("We introduce The method below.", None),  # a capitalised word not set off as a name
         ("We propose an LLM-free approach to KV caching.", None),  # only the field's common acronyms
         ("Conformal prediction provides distribution-free prediction sets.", None),  # nothing coined
     ],
