@@ -99,7 +99,7 @@ def main() -> None:
                             f"first token <= prompt + {FIRST_TOKEN_SLACK_MS:.0f} ms", "outcome"], rows)
     notes = [
         f"{len(questions)} answerable questions of eval/devset.jsonl over the 38 shipped abstracts; the default "
-        "generator (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, llama.cpp via xllamacpp, all cores); k = 5 passages; "
+        "generator (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, llama.cpp via xllamacpp, all cores); k = the service default (CITERAG_ASK_K, 3) passages; "
         "first token = request sent -> first `token` SSE event (includes retrieval and the query embedding).",
         "an abstained question with no prompt evaluation (e.g. below the similarity threshold) streams no token.",
     ]
