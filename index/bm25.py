@@ -205,7 +205,7 @@ class BM25Index:
         index.size = size
         if size:
             index._attach(bm25s.BM25.load(str(directory), mmap=mmap, show_progress=False, verbosity=0))
-        index.tokens = CorpusTokens.load(directory, mmap=mmap) if directory.is_dir() else None
+        index.tokens = CorpusTokens.load(directory, mmap=mmap)
         return index
 
 

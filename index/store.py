@@ -132,10 +132,7 @@ class IndexStore:
             IndexNotFound: nothing committed yet.
             IndexMismatch: the manifest is unreadable.
         """
-        path = self.current()
-        if path is None:
-            raise IndexNotFound(f"no index in {self.root}: run `citerag index` (or `make serve`) to build one")
-        return _read_manifest(path)
+        return _read_manifest(self._live())
 
     def ensure_writable(self) -> None:
         """Create the directory now, so an unusable path fails before a long build (raises ``OSError``)."""
@@ -188,10 +185,14 @@ class IndexStore:
             IndexNotFound: nothing committed yet (run ``citerag index``).
             IndexMismatch: the manifest's counts or checksums disagree with the files.
         """
+        return load_version(self._live(), mmap=mmap)
+
+    def _live(self) -> Path:
+        """:meth:`current`, or :class:`IndexNotFound` when nothing was committed yet."""
         path = self.current()
         if path is None:
             raise IndexNotFound(f"no index in {self.root}: run `citerag index` (or `make serve`) to build one")
-        return load_version(path, mmap=mmap)
+        return path
 
     def _next_sequence(self) -> int:
         numbers = [int(p.name[1:7]) for p in self.versions.glob("v[0-9][0-9][0-9][0-9][0-9][0-9]-*")]

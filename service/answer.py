@@ -148,7 +148,7 @@ def _cited_numbers(group: str) -> list[int]:
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 # Citation markers written after a sentence's full stop (". [1]"), moved before it so they stay with their sentence.
-_MARKER_AFTER_STOP = re.compile(r"([.!?])[ \t]*((?:\[\s*\d+(?:\s*[,;]\s*\d+)*\s*\])+)")
+_MARKER_AFTER_STOP = re.compile(rf"([.!?])[ \t]*((?:{_CITATION.pattern})+)")
 
 #: Share of a sentence's content terms a passage must contain for :func:`attribute` to cite it (rule 3). At 0.5 a
 #: sentence restating the question plus its answer is attributed to the passage holding both, while an answer from
@@ -156,9 +156,14 @@ _MARKER_AFTER_STOP = re.compile(r"([.!?])[ \t]*((?:\[\s*\d+(?:\s*[,;]\s*\d+)*\s*
 MIN_ATTRIBUTION_COVERAGE = 0.5
 
 
+def _numbers_text(text: str) -> str:
+    """``text`` folded, with thousands separators removed (``"12,000"`` -> ``"12000"``), for reading numbers."""
+    return re.sub(r"(?<=\d),(?=\d{3}\b)", "", fold(text))
+
+
 def numbers_in(text: str) -> list[str]:
     """The numbers written in ``text`` (folded, thousands separators removed): ``"12,000 and 80\\%"`` -> 12000, 80."""
-    return _NUMBER.findall(re.sub(r"(?<=\d),(?=\d{3}\b)", "", fold(text)))
+    return _NUMBER.findall(_numbers_text(text))
 
 
 def attribute(
@@ -311,7 +316,7 @@ _COUNTED = re.compile(
 def _quantities(text: str) -> set[str]:
     """Numbers standing as quantities in ``text`` (folded, thousands separators removed): ``"12,000"``, ``"80%"``,
     ``"1.41x"``, ``"O(N^6)"``; not digits inside names (``ADE20K``, ``V1``, ``MATH500``)."""
-    tokens = re.findall(r"[A-Za-z0-9.]+", re.sub(r"(?<=\d),(?=\d{3}\b)", "", fold(text)))
+    tokens = re.findall(r"[A-Za-z0-9.]+", _numbers_text(text))
     return {match.group(1) for token in tokens if (match := _QUANTITY.match(token))}
 
 

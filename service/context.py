@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from functools import lru_cache
 
 from index.retrieve import SearchResult
 from index.text import fold
@@ -89,6 +90,7 @@ _COMMON_ACRONYMS = frozenset(
 )
 
 
+@lru_cache(maxsize=4096)  # asked for each passage in the prompt and again when an answer says "Passage [n]"
 def coined_name(text: str) -> str | None:
     """The name an abstract coins for its method, model or benchmark, or ``None``: the first capitalised or
     numbered token (``EDEN``, ``LU-KV``, ``GP-EquiFlow``, ``V₁``) in the words after "we propose / introduce /

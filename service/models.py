@@ -112,7 +112,7 @@ def onnx_int8_model(cache_dir: Path) -> Path:
         return target  # the same installed file as last time: no need to read it
     # Another install of the same package (another virtual environment, a reinstall) has other paths and times:
     # the weights' content decides, so environments sharing the cache do not re-export in turn.
-    digest = hashlib.sha256(weights.read_bytes()).hexdigest()
+    digest = sha256_file(weights)
     if target.is_file() and made.get("recipe") == RECIPE_VERSION and made.get("sha256") == digest:
         return target
     info = export_int8(source, target)
