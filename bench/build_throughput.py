@@ -5,8 +5,9 @@
 
 The passages are those citerag's chunker makes (default settings: ~128 word pieces) from the first abstracts of
 ``corpora/ml_abstracts.jsonl.gz`` in the shared data folder (``../shared`` from the repository root; ``--corpus``
-names another file), taken whole until ``--passages`` are reached. Each row runs in a fresh process (its peak RSS
-is its own), once, after a warm-up encode of 16 passages:
+names another file), taken whole until ``--passages`` are reached. Each run of a row is a fresh process (its peak RSS
+is its own), after a warm-up encode of 16 passages; rows run ``--repeat`` times (default 3), interleaved, and the
+table shows each row's median run and the range (a shared 2-core machine drifts by 10 % between minutes):
 
 - raw torch: ``SentenceTransformer.encode(texts, batch_size=64, normalize_embeddings=True)``;
 - raw onnxruntime int8: an ``InferenceSession`` (one intra-op thread) on the int8 model citerag exports, fed one
@@ -27,6 +28,7 @@ import multiprocessing
 import os
 import resource
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -69,12 +71,15 @@ def raw_onnx(texts: list[str], model_path: str) -> dict[str, float]:
     import onnxruntime as ort
     from transformers import AutoTokenizer
 
+    from index.embed_onnx import DISABLED_OPTIMIZERS
     from service.models import embedding_model_dir
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
-    session = ort.InferenceSession(model_path, options, providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(
+        model_path, options, providers=["CPUExecutionProvider"], disabled_optimizers=DISABLED_OPTIMIZERS
+    )
     tokenizer = AutoTokenizer.from_pretrained(str(embedding_model_dir()))
 
     def encode_one(text: str) -> np.ndarray:
@@ -93,7 +98,8 @@ def raw_onnx(texts: list[str], model_path: str) -> dict[str, float]:
 
 
 def citerag_build(corpus: str, workdir: str, backend: str) -> dict[str, float]:
-    """``service.pipeline.build`` of ``corpus`` into ``workdir`` with an empty embedding cache (model loaded first)."""
+    """``service.pipeline.build`` of ``corpus`` into ``workdir`` with an empty embedding cache and no earlier index
+    (model loaded first)."""
     from service.pipeline import build, load_embedder
     from service.settings import Settings
 
@@ -103,8 +109,9 @@ def citerag_build(corpus: str, workdir: str, backend: str) -> dict[str, float]:
         embedding_backend=backend,
         embedding_cache=True,
     )
+    shutil.rmtree(settings.index_dir, ignore_errors=True)  # an earlier run's index and embeddings
+    shutil.rmtree(settings.cache_dir / "embeddings", ignore_errors=True)
     load_embedder(settings).encode(["warm-up"] * WARMUP)
-    assert not (settings.cache_dir / "embeddings").exists(), "the embedding cache must start empty"
     return _timed(lambda: len(build(settings, [Path(corpus)], show_progress=False).passages))
 
 
@@ -148,6 +155,13 @@ def select_passages(corpus: Path, n: int) -> tuple[list[dict[str, Any]], list[st
     return records, texts
 
 
+def _median_run(results: list[dict[str, float]]) -> dict[str, Any]:
+    """The run of median passages/s among ``results``, with ``range`` ("min-max" passages/s of all runs)."""
+    ordered = sorted(results, key=lambda r: r["passages"] / r["seconds"])
+    rates = [r["passages"] / r["seconds"] for r in ordered]
+    return {**ordered[len(ordered) // 2], "range": f"{rates[0]:.1f}-{rates[-1]:.1f}"}
+
+
 def cpu_model() -> str:
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
@@ -168,11 +182,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--passages", type=int, default=3000, help="passages to embed (whole abstracts; default 3000)")
     parser.add_argument("--backend", choices=["torch", "onnx-int8"], default=DEFAULT_EMBEDDING_BACKEND,
                         help=f"backend of the citerag build (default: {DEFAULT_EMBEDDING_BACKEND}, the default)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="runs of each row, interleaved (default 3); the table shows the median and the range")
     parser.add_argument("--no-record", action="store_true", help="print the table without appending it to RESULTS.md")
     args = parser.parse_args(argv)
     if not args.corpus.is_file():
         print(f"error: {args.corpus} not found: the shared data folder belongs at ../shared from the repository root "
               "(or pass --corpus FILE.jsonl.gz)", file=sys.stderr)
+        return 2
+    if args.repeat < 1:
+        print("error: --repeat must be at least 1", file=sys.stderr)
         return 2
     if args.passages < WARMUP:
         print(f"error: --passages must be at least {WARMUP}", file=sys.stderr)
@@ -184,20 +203,28 @@ def main(argv: list[str] | None = None) -> int:
         corpus = Path(workdir) / "corpus.jsonl"
         corpus.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
         model_path = in_child(export_onnx, workdir)
-        rows = {"raw torch (SentenceTransformer.encode)": ("torch", in_child(raw_torch, texts))}
-        loads.append(load_average())
-        rows["raw onnxruntime int8"] = ("onnx-int8", in_child(raw_onnx, texts, model_path))
-        loads.append(load_average())
-        rows[f"citerag build ({args.backend})"] = ("build", in_child(citerag_build, str(corpus), workdir, args.backend))
-        loads.append(load_average())
+        runs: dict[str, tuple[str, list[dict[str, float]]]] = {
+            "raw torch (SentenceTransformer.encode)": ("torch", []),
+            "raw onnxruntime int8": ("onnx-int8", []),
+            f"citerag build ({args.backend})": ("build", []),
+        }
+        for _ in range(args.repeat):  # interleaved, so a slow spell of a shared machine touches every row alike
+            runs["raw torch (SentenceTransformer.encode)"][1].append(in_child(raw_torch, texts))
+            runs["raw onnxruntime int8"][1].append(in_child(raw_onnx, texts, model_path))
+            runs[f"citerag build ({args.backend})"][1].append(
+                in_child(citerag_build, str(corpus), workdir, args.backend)
+            )
+            loads.append(load_average())
+    rows = {name: (kind, _median_run(results)) for name, (kind, results) in runs.items()}
 
     raw_rate = {backend: r["passages"] / r["seconds"] for backend, r in rows.values() if backend != "build"}
-    lines = ["| step | passages | seconds | passages/s | ratio to the raw encoder | peak RSS (MiB) |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = ["| step | passages | seconds | passages/s (median) | range of runs | ratio to the raw encoder | "
+             "peak RSS (MiB) |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
     for name, (kind, r) in rows.items():
         rate = r["passages"] / r["seconds"]
         ratio = f"{rate / raw_rate[args.backend]:.2f}" if kind == "build" else "-"
-        lines.append(f"| {name} | {r['passages']:,} | {r['seconds']:.1f} | {rate:.1f} | {ratio} | "
+        lines.append(f"| {name} | {r['passages']:,} | {r['seconds']:.1f} | {rate:.1f} | {r['range']} | {ratio} | "
                      f"{r['peak_rss_mb']:,.0f} |")
     built = rows[f"citerag build ({args.backend})"][1]["passages"]
     if built != len(texts):
@@ -209,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"- date: {time.strftime('%Y-%m-%d %H:%M:%S %z')}",
         f"- machine: nproc {os.cpu_count()}, {cpu_model()}",
-        f"- load average (1/5/15 min) before and after each row: {'; '.join(loads)}",
+        f"- load average (1/5/15 min) before the runs and after each round of rows: {'; '.join(loads)}",
+        f"- runs: {args.repeat} of each row, interleaved; each row's median run is shown",
         f"- command: `{command}` (niceness {os.nice(0)})",
         f"- passages: the first {len(records):,} abstracts of {args.corpus.name}, {len(texts):,} passages",
         "",
