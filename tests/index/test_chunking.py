@@ -57,6 +57,14 @@ class TestEdgeCases:
         passages = chunker.chunk(_doc("word " * 400, title="A long title " * 10))
         assert all(p.n_tokens <= 256 for p in passages)
 
+    def test_counts_are_never_truncated_by_the_encoders_calls(self, chunker: Chunker, tokenizer) -> None:
+        # the encoder tokenises with truncation on the same tokenizer object, from other threads
+        tokenizer(["word " * 400], truncation=True, max_length=16)
+        assert chunker.count(["word " * 400]) == [400]
+        assert chunker.count(["GP-EquiFlow, V₁ and $\\mathcal{O}(n)$"]) == [
+            len(tokenizer("GP-EquiFlow, V₁ and $\\mathcal{O}(n)$", add_special_tokens=False)["input_ids"])
+        ]
+
     def test_settings_are_validated(self, tokenizer) -> None:
         with pytest.raises(ValueError, match="target_tokens must be in"):
             Chunker(tokenizer, 256, target_tokens=300)
