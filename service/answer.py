@@ -29,12 +29,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from index.filters import Filters
 from index.backend import Searcher
 from index.retrieve import SearchResult
 from index.text import fold, split_sentences
 from index.tokenize import tokenize
-from service.context import coined_name, merge_same_document
+from service.context import coined_name, merge_same_document, select_sentences
 from service.generator import Generator
 
 NOT_FOUND = "Not found in the indexed abstracts."
@@ -107,16 +109,19 @@ class Answer:
     completion_tokens: int = 0
 
 
-def build_messages(question: str, passages: list[SearchResult]) -> list[dict[str, str]]:
+def build_messages(
+    question: str, passages: list[SearchResult], texts: list[str] | None = None
+) -> list[dict[str, str]]:
     """The chat messages for ``question``: the fixed system prompt (cached by llama.cpp), then the passages
     numbered ``[1]..[k]`` with the name their abstract coins (:func:`~service.context.coined_name`, when it coins
-    one) and their document labels, fenced as quoted data, then the question.
+    one) and their document labels, fenced as quoted data, then the question. ``texts`` replaces the passages'
+    text in the prompt (e.g. their selected sentences, :func:`~service.context.select_sentences`).
 
     Passage text is given folded (LaTeX/Markdown markup removed: ``80\\%`` reads ``80%``), which small models read
     more reliably; fence markers inside documents are neutralised so a passage cannot close its own quote."""
     blocks = []
     for n, result in enumerate(passages, start=1):
-        text = fold(result.passage.text).replace("<<<", "‹‹‹").replace(">>>", "›››")
+        text = fold(texts[n - 1] if texts is not None else result.passage.text).replace("<<<", "‹‹‹").replace(">>>", "›››")
         name = coined_name(result.document.text)
         blocks.append(f"[{n}] {name + ', ' if name else ''}from \"{result.document.label}\":\n<<<{text}>>>")
     user = "Passages:\n\n" + "\n\n".join(blocks) + f"\n\nQuestion: {question}\nAnswer:"
@@ -370,6 +375,12 @@ class Answerer:
         timeout_s: wall-clock limit of one generation (s); the text generated so far is then checked as usual.
         min_dense_score: retrieval-evidence abstention threshold on the best cosine similarity (calibrated on the
             dev set: see ``eval/results/``).
+        sentences_per_passage: 0 gives the model whole passages (the default); ``n`` gives each passage's ``n``
+            sentences most similar to the question (:func:`~service.context.select_sentences`; needs ``embed``).
+        embed: the dense encoder's ``encode`` (``list[str] -> (n, dim) float32``, L2-normalised rows).
+
+    Raises:
+        ValueError: ``sentences_per_passage > 0`` without ``embed``.
     """
 
     def __init__(
@@ -379,7 +390,13 @@ class Answerer:
         max_tokens: int = 256,
         min_dense_score: float = 0.18,
         timeout_s: float = 120.0,
+        sentences_per_passage: int = 0,
+        embed: Callable[[list[str]], np.ndarray] | None = None,
     ):
+        if sentences_per_passage and embed is None:
+            raise ValueError("sentences_per_passage needs embed (the dense encoder) to rank sentences")
+        self.sentences_per_passage = sentences_per_passage
+        self.embed = embed
         self.retriever = retriever
         self.generator = generator
         self.max_tokens = max_tokens
@@ -437,7 +454,10 @@ class Answerer:
             stop = bool(on_delta(text)) if on_delta is not None else False
             return stop or time.perf_counter() > deadline
 
-        completion = self.generator.chat(build_messages(question, passages), self.max_tokens, guarded)
+        texts = None
+        if self.sentences_per_passage and self.embed is not None:
+            texts = select_sentences(question, [p.passage.text for p in passages], self.embed, self.sentences_per_passage)
+        completion = self.generator.chat(build_messages(question, passages, texts), self.max_tokens, guarded)
         timings.update(prompt=completion.prompt_ms, generate=completion.generate_ms)
         raw = completion.text.strip()
         named = name_references(raw, passages)

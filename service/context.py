@@ -5,6 +5,10 @@ block (the chunker overlaps neighbours by up to 64 word pieces, so two neighbour
 repeat that text in the prompt and cost prompt-evaluation time, ~15-25 ms a token on 2 cores). Documents keep the
 order of their best passage's rank.
 
+Optionally (``ask_sentences``), each block is cut down to its sentences most similar to the question
+(:func:`select_sentences`); measured on the dev set it costs far more accuracy than it saves time, so whole blocks
+are the default (``eval/results/answer_table.md``).
+
 Each document is also given the name its abstract coins (:func:`coined_name`), which the prompt shows with its
 passages; the corpus's abstracts have no titles, so the model otherwise calls them "Passage [n]".
 """
@@ -12,11 +16,17 @@ passages; the corpus's abstracts have no titles, so the model otherwise calls th
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from functools import lru_cache
 
+import numpy as np
+
 from index.retrieve import SearchResult
-from index.text import fold
+from index.text import fold, split_sentences
+
+#: Written between two kept sentences that were not next to each other.
+GAP = " … "
 
 
 def merge_same_document(results: list[SearchResult]) -> list[SearchResult]:
@@ -43,6 +53,47 @@ def merge_same_document(results: list[SearchResult]) -> list[SearchResult]:
                 current = result
         merged.append(current)
     return [replace(result, rank=rank) for rank, result in enumerate(merged, start=1)]
+
+
+def select_sentences(
+    question: str, texts: list[str], embed: Callable[[list[str]], np.ndarray], keep: int
+) -> list[str]:
+    """Each of ``texts`` cut down to its ``keep`` sentences (:func:`index.text.split_sentences`) most similar to
+    ``question``, in their order in the text, with :data:`GAP` where sentences were left out; a text of at most
+    ``keep`` sentences is returned whole.
+
+    Args:
+        embed: the dense encoder's ``encode``: ``list[str] -> (n, dim) float32``, rows L2-normalised, so similarity
+            is the inner product (cosine). It is called once for the question and once for every sentence.
+        keep: sentences kept per text, >= 1.
+
+    Raises:
+        ValueError: ``keep < 1``.
+
+    >>> select_sentences("speed?", ["A is new. It is 40x faster. It is open."], embed, keep=1)  # doctest: +SKIP
+    ['It is 40x faster.']
+    """
+    if keep < 1:
+        raise ValueError(f"keep must be >= 1, got {keep}")
+    spans = [split_sentences(text) for text in texts]
+    sentences = [text[start:end] for text, text_spans in zip(texts, spans, strict=True) for start, end in text_spans]
+    if not sentences:
+        return list(texts)
+    vectors = embed([fold(question), *(fold(sentence) for sentence in sentences)])
+    similarity = vectors[1:] @ vectors[0]
+    out: list[str] = []
+    offset = 0
+    for text, text_spans in zip(texts, spans, strict=True):
+        scores, offset = similarity[offset : offset + len(text_spans)], offset + len(text_spans)
+        if len(text_spans) <= keep:
+            out.append(text)
+            continue
+        kept = sorted(int(i) for i in np.argsort(-scores, kind="stable")[:keep])
+        pieces = [text[slice(*text_spans[kept[0]])]]
+        for previous, i in zip(kept, kept[1:]):
+            pieces.append((" " if i == previous + 1 else GAP) + text[slice(*text_spans[i])])
+        out.append("".join(pieces))
+    return out
 
 
 def _best(a: float | int | None, b: float | int | None, pick) -> float | int | None:  # noqa: ANN001

@@ -326,6 +326,8 @@ def open_answerer(settings: Settings, retriever: Searcher) -> Answerer:
     """An answerer over ``retriever`` (a retriever or a backend) with the process's generator
     (:func:`load_generator`)."""
     generator = load_generator(generator_path(settings), settings.n_ctx, settings.threads)
+    embed = load_embedder(settings).encode if settings.ask_sentences else None
     return Answerer(
-        retriever, generator, settings.max_answer_tokens, settings.min_dense_score, settings.generate_timeout_s
+        retriever, generator, settings.max_answer_tokens, settings.min_dense_score, settings.generate_timeout_s,
+        sentences_per_passage=settings.ask_sentences, embed=embed,
     )

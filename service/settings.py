@@ -97,6 +97,10 @@ class Settings(BaseSettings):
     ask_k: int = Field(
         3, ge=1, le=20, description="Passages given to the model by default (chosen in eval/results/answer_table.md)."
     )
+    ask_sentences: int = Field(
+        0, ge=0, le=20, description="0: the model reads whole passages (default); n: each passage's n sentences most "
+        "similar to the question (faster prompts, but far less accurate: eval/results/answer_table.md).",
+    )
     n_ctx: int = Field(4096, ge=512, description="Model context window (tokens).")
     max_answer_tokens: int = Field(256, ge=16, le=2048, description="Generation limit (tokens).")
     threads: int = Field(0, ge=0, description="CPU threads for generation; 0 = all cores.")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from index.retrieve import SearchResult
 from index.types import Document, Passage
 from service.answer import claims_by_citation, name_references, supporting_span
-from service.context import coined_name, merge_same_document
+from service.context import coined_name, merge_same_document, select_sentences
 
 TEXT_A = "Alpha one. Alpha two has 28 billion parameters. Alpha three. Alpha four."
 DOC_A = Document("a", "", TEXT_A, "Alpha")
@@ -81,3 +82,37 @@ def test_which_papers_questions_are_recognised() -> None:
     assert asks_which_papers("which abstracts are about genome language models?")
     assert not asks_which_papers("How many GPUs were used to train XR-1?")
     assert not asks_which_papers("What does GGF stand for?")
+
+
+def _keyword_embed(texts: list[str]) -> np.ndarray:
+    """A deterministic stand-in encoder (the model is not the subject here): one axis per keyword, L2-normalised."""
+    keywords = ["speed", "memory", "license"]
+    vectors = np.array([[t.lower().count(k) for k in keywords] + [0.1] for t in texts], dtype=np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def test_selected_sentences_keep_the_most_similar_in_text_order() -> None:
+    text = "A is a new index. Its speed is 40x that of Faiss. It needs little memory. It has an open license."
+    [one] = select_sentences("What speed does A reach?", [text], _keyword_embed, keep=1)
+    assert one == "Its speed is 40x that of Faiss."
+    [two] = select_sentences("speed and license?", [text], _keyword_embed, keep=2)
+    assert two == "Its speed is 40x that of Faiss. … It has an open license."  # a gap between non-adjacent sentences
+    [adjacent] = select_sentences("speed and memory?", [text], _keyword_embed, keep=2)
+    assert adjacent == "Its speed is 40x that of Faiss. It needs little memory."
+    short = "One sentence only."
+    assert select_sentences("speed?", [short, text], _keyword_embed, keep=1) == [short, one]
+    with pytest.raises(ValueError, match="keep must be >= 1"):
+        select_sentences("speed?", [text], _keyword_embed, keep=0)
+
+
+def test_the_prompt_shows_the_selected_sentences_in_place_of_the_passage() -> None:
+    from service.answer import Answerer, build_messages
+
+    doc = Document(doc_id="a", title="", text="A is new. Its speed is 40x. It is open.", label="a.txt")
+    result = _result(doc, 0, 0, len(doc.text), 1, 0.5)
+    whole = build_messages("How fast is A?", [result])[1]["content"]
+    assert "<<<A is new. Its speed is 40x. It is open.>>>" in whole
+    cut = build_messages("How fast is A?", [result], ["Its speed is 40x."])[1]["content"]
+    assert "<<<Its speed is 40x.>>>" in cut and "A is new" not in cut
+    with pytest.raises(ValueError, match="needs embed"):
+        Answerer(retriever=None, generator=None, sentences_per_passage=2)  # type: ignore[arg-type]
