@@ -143,7 +143,8 @@ def build_index(
         by_id = {doc.doc_id: doc for doc in documents}
         log.info("embedding %d passages of %d documents with %s", len(passages), len(documents), embedder.name)
         vectors = embed_passages(embedder, passage_texts(passages, by_id), [p.n_tokens for p in passages], bars)
-    return write_version(store, config, documents, passages, vectors, extra_manifest, dense_kind)
+    with store.writing():  # never commit in the middle of another writer's update (it would then overwrite this)
+        return write_version(store, config, documents, passages, vectors, extra_manifest, dense_kind)
 
 
 def update_index(
@@ -164,6 +165,10 @@ def update_index(
     of new and changed documents are embedded. A document given again with the same title, text and metadata is
     left as it is. When nothing is live yet this is a full build of ``upserts``.
 
+    The live version is read and the new one committed under the store's write lock
+    (:meth:`~index.store.IndexStore.writing`): a concurrent writer, in this process or another, waits, then builds on
+    this update's version.
+
     Args:
         extra_manifest: keys merged over the live manifest's extra keys (e.g. ``sources``).
         show_progress, progress: as for :func:`build_index` (bars for the new documents only).
@@ -176,6 +181,24 @@ def update_index(
         IndexMismatch: the live version fails verification.
         ValueError: the live index was built with other settings (``config`` differs): rebuild instead.
     """
+    with store.writing():
+        return _update_locked(
+            store, embedder, chunker, config, upserts, deletes, extra_manifest, show_progress, dense_kind, progress
+        )
+
+
+def _update_locked(
+    store: IndexStore,
+    embedder: Embedder,
+    chunker: Chunker,
+    config: IndexConfig,
+    upserts: Iterable[Document],
+    deletes: Iterable[str],
+    extra_manifest: dict[str, object] | None,
+    show_progress: bool,
+    dense_kind: str,
+    progress: Progress | None,
+) -> tuple[Path, WriteReport]:
     live: LoadedIndex | None = store.load() if store.current() is not None else None
     if live is not None and live.config != config:
         raise ValueError("index settings changed since the live index was built; run a full `citerag index`")

@@ -26,6 +26,7 @@ import gzip
 import hashlib
 import json
 import unicodedata
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,6 +158,8 @@ def _read_utf8(path: Path) -> str:
         raw = gzip.decompress(path.read_bytes()) if path.name.endswith(".gz") else path.read_bytes()
     except OSError as exc:
         raise IngestError(str(path), f"cannot read: {exc.strerror or exc}") from exc
+    except (EOFError, zlib.error) as exc:  # a cut-off or corrupt gzip stream
+        raise IngestError(str(path), f"the gzip file is truncated or corrupt ({exc}); copy it again") from exc
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -21,21 +21,27 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock, Timeout
 
 from index.bm25 import BM25Index
 from index.dense import DenseIndex
 from index.errors import IndexMismatch, IndexNotFound
 from index.tokenize import TOKENIZER_VERSION
 from index.types import Document, Passage
+
+log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 KEEP_VERSIONS = 2
@@ -110,6 +116,26 @@ class IndexStore:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.versions = self.root / "versions"
+        self._lock: FileLock | None = None
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold the index's write lock (``root/write.lock``, an OS file lock: ``filelock``) for a read-modify-write
+        of the live version, so writers in other processes (``citerag index --add`` beside a running service) and
+        other threads wait for it instead of committing over each other's changes. Reentrant in one thread for one
+        store; released when the block ends or the process dies. Logs once when it has to wait."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        if self._lock is None:
+            self._lock = FileLock(str(self.root / "write.lock"))
+        try:
+            self._lock.acquire(timeout=0)
+        except Timeout:
+            log.info("waiting for another writer of %s to finish", self.root)
+            self._lock.acquire()
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     def current(self) -> Path | None:
         """The live version directory, or ``None`` when nothing was ever committed.

@@ -159,14 +159,21 @@ def build(settings: Settings, paths: list[Path], show_progress: bool = True, add
                     extra_manifest=_source_manifest(paths, documents, corpus.skipped), dense_kind=settings.dense_index,
                 )
             else:
-                manifest = store.manifest()
-                sources = list(dict.fromkeys([*manifest.get("sources", []), *(str(Path(p).resolve()) for p in paths)]))
-                source_ids = list(dict.fromkeys([*manifest.get("source_documents", []), *(d.doc_id for d in documents)]))
-                extra = {**_source_manifest([Path(p) for p in sources], [], corpus.skipped), "source_documents": source_ids}
-                update_index(
-                    store, encoder, chunker, config, upserts=documents, extra_manifest=extra,
-                    progress=progress, dense_kind=settings.dense_index,
-                )
+                with store.writing():  # the sources recorded are read and extended in the same update
+                    manifest = store.manifest()
+                    sources = list(
+                        dict.fromkeys([*manifest.get("sources", []), *(str(Path(p).resolve()) for p in paths)])
+                    )
+                    source_ids = list(
+                        dict.fromkeys([*manifest.get("source_documents", []), *(d.doc_id for d in documents)])
+                    )
+                    extra = {
+                        **_source_manifest([Path(p) for p in sources], [], corpus.skipped), "source_documents": source_ids
+                    }
+                    update_index(
+                        store, encoder, chunker, config, upserts=documents, extra_manifest=extra,
+                        progress=progress, dense_kind=settings.dense_index,
+                    )
     index = store.load()
     for note in index_notes(index):
         log.info("%s (%s)", note, index.path)

@@ -70,6 +70,12 @@ class TestJsonl:
         assert docs[0].label == "A title" and docs[0].meta["venue"] == "icml" and docs[0].meta["year"] == 2019
         assert docs[1].title == "" and docs[1].label == "Second text."
 
+    def test_a_truncated_gzip_is_an_ingest_error(self, tmp_path: Path) -> None:
+        path = tmp_path / "cut.jsonl.gz"
+        path.write_bytes(gzip.compress(b'{"_id": "1", "text": "Body."}\n' * 50)[:-8])
+        with pytest.raises(IngestError, match="the gzip file is truncated or corrupt"):
+            load_documents([path])
+
     def test_gzipped_beir_corpus(self, tmp_path: Path) -> None:
         path = tmp_path / "corpus.jsonl.gz"
         path.write_bytes(gzip.compress(b'{"_id": "4983", "title": "T", "text": "Body.", "metadata": {}}\n'))

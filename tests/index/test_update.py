@@ -197,3 +197,39 @@ def test_corpus_tokens_select_and_extend_round_trip(tmp_path: Path) -> None:
     np.testing.assert_array_equal(loaded.ids, table.ids)
     np.testing.assert_array_equal(loaded.offsets, table.offsets)
     assert CorpusTokens.load(tmp_path / "missing") is None
+
+
+class _BlockingEmbedder(CountingEmbedder):
+    """Holds its first ``encode`` until released: a writer caught in the middle of its update."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def encode(self, texts: list[str], *, show_progress: bool = False) -> np.ndarray:
+        self.entered.set()
+        assert self.release.wait(timeout=60)
+        return super().encode(texts)
+
+
+def test_a_second_writer_waits_and_builds_on_the_first_writers_version(built) -> None:
+    # Two stores on one directory stand for two processes (a service and `citerag index --add`): without the
+    # write lock the second would commit first and the first would then commit over it from the older version.
+    store, _, chunker, config = built
+    slow = _BlockingEmbedder()
+    other = make_document("Blorptastic sampling speeds up diffusion models.", "Blorp", "new-2")
+    first = threading.Thread(target=update_index, args=(IndexStore(store.root), slow, chunker, config, [NEW]))
+    first.start()
+    assert slow.entered.wait(timeout=60)
+    second = threading.Thread(
+        target=update_index, args=(IndexStore(store.root), CountingEmbedder(), chunker, config, [other])
+    )
+    second.start()
+    second.join(timeout=0.5)
+    assert second.is_alive()  # waiting for the lock, nothing committed
+    assert "new-1" not in store.load().documents and "new-2" not in store.load().documents
+    slow.release.set()
+    first.join(timeout=60)
+    second.join(timeout=60)
+    final = store.load()
+    assert {"new-1", "new-2"} <= set(final.documents) and len(final.documents) == 40
