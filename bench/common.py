@@ -289,13 +289,9 @@ def source_manifest(paths: Sequence[Path], documents: Sequence[Document]) -> dic
     """The manifest keys ``citerag serve`` uses to decide whether an index is up to date with its sources
     (see :func:`service.pipeline.ensure_index`): a bench index records the files it was built from, so serving it
     never re-indexes."""
-    from service.pipeline import source_signature
+    from service.pipeline import record_fingerprint, source_manifest as manifest_of
 
-    return {
-        "sources": [str(Path(p).resolve()) for p in paths],
-        "source_signature": source_signature(list(paths)),
-        "source_documents": [doc.doc_id for doc in documents],
-    }
+    return manifest_of(list(paths), {doc.doc_id: record_fingerprint(doc) for doc in documents})
 
 
 def write_jsonl(path: Path, documents: Sequence[Document]) -> None:

@@ -7,6 +7,7 @@ k1 = 1.5, b = 0.75 -- the settings bm25s reports 0.690 nDCG@10 with on BEIR SciF
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +17,10 @@ import bm25s
 import numpy as np
 
 from index.types import Hit
+
+# bm25s sets its own logger to DEBUG on import, so every build printed "Building index from IDs" through the
+# application's handlers; its warnings still show.
+logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 
 @dataclass(frozen=True, slots=True)

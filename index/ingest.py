@@ -115,15 +115,21 @@ class Corpus:
     skipped: list[str]
 
 
-def read_corpus(paths: Iterable[str | Path]) -> Corpus:
+def read_corpus(paths: Iterable[str | Path], later_wins: bool = False) -> Corpus:
     """Read every document under ``paths`` (files or directories): records without text are skipped and reported,
     duplicates are stored once (rules in the module docstring). An empty ``paths`` gives an empty corpus.
 
+    Args:
+        later_wins: an id given again with a different text in a *later file* replaces the earlier record (the
+            sources of an index in the order they were added: ``citerag index --add`` of a changed document);
+            within one file it is still an error.
+
     Raises:
         IngestError: any source error (see :func:`source_files`, :func:`iter_documents`) or the same id with a
-            different text.
+            different text (in one file, or in two when ``later_wins`` is false).
     """
     by_id: dict[str, Document] = {}
+    origin: dict[str, Path] = {}  # the file each id was first read from
     skipped: list[str] = []
     for file in source_files(paths):
         for doc in iter_documents(file):
@@ -132,6 +138,9 @@ def read_corpus(paths: Iterable[str | Path]) -> Corpus:
                 continue
             seen = by_id.get(doc.doc_id)
             if seen is None:
+                by_id[doc.doc_id] = doc
+                origin[doc.doc_id] = file
+            elif later_wins and origin[doc.doc_id] != file:
                 by_id[doc.doc_id] = doc
             elif text_doc_id(seen.text) != text_doc_id(doc.text):
                 raise IngestError(

@@ -6,12 +6,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from functools import lru_cache
 from pathlib import Path
 
 from rich.progress import Progress
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from index.build import build_index, update_index
 from index.chunking import Chunker
@@ -67,11 +68,12 @@ def indexing_embedder(settings: Settings, embedder: Embedder) -> AbstractContext
     return CachedEmbedder(embedder, settings.cache_dir / "embeddings")
 
 
-def read_sources(paths: list[Path], progress: Progress) -> Corpus:
-    """:func:`~index.ingest.read_corpus` shown as a "reading" task of ``progress`` (files, then documents)."""
+def read_sources(paths: list[Path], progress: Progress, later_wins: bool = False) -> Corpus:
+    """:func:`~index.ingest.read_corpus` shown as a "reading" task of ``progress`` (files, then documents);
+    ``later_wins`` as there."""
     files = source_files(paths)
     task = progress.add_task(f"reading {len(files)} file(s)", total=len(files), unit="files")
-    corpus = read_corpus(paths)
+    corpus = read_corpus(paths, later_wins=later_wins)
     progress.update(task, completed=len(files), description=f"read {len(corpus.documents):,} documents")
     return corpus
 
@@ -122,13 +124,38 @@ def source_signature(paths: list[Path]) -> str:
     return hashlib.sha256(json.dumps(stats).encode()).hexdigest()
 
 
-def _source_manifest(paths: list[Path], documents: list[Document], skipped: list[str]) -> dict[str, object]:
+def record_fingerprint(doc: Document) -> str:
+    """sha256 (16 hex digits) of a source record's title, text and metadata (its file and line excluded): what
+    tells, when a source file changed, which of its records changed."""
+    meta = {k: v for k, v in doc.meta.items() if k not in ("source", "line")}
+    payload = json.dumps([doc.title, doc.text, meta], sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def source_records(manifest: dict[str, Any]) -> dict[str, str | None]:
+    """The source records an index was built from, ``{doc_id: record_fingerprint}``; an index written before
+    fingerprints were recorded lists ids only (``source_documents``), given here with ``None``."""
+    if "source_records" in manifest:
+        return dict(manifest["source_records"])
+    return dict.fromkeys(manifest.get("source_documents", []))
+
+
+def source_manifest(
+    paths: list[Path], records: dict[str, str | None], skipped: Sequence[str] = ()
+) -> dict[str, object]:
+    """The manifest keys that tie an index to its source files: the files (in the order they were added), their
+    :func:`source_signature`, the records read from them (``{doc_id: record_fingerprint}``, see
+    :func:`source_records`) and the records skipped."""
     return {
         "sources": [str(Path(p).resolve()) for p in paths],
         "source_signature": source_signature(paths),
-        "source_documents": [doc.doc_id for doc in documents],
-        "skipped": {"records": len(skipped), "first": skipped[:_SKIPPED_LISTED]},
+        "source_records": records,
+        "skipped": {"records": len(skipped), "first": list(skipped[:_SKIPPED_LISTED])},
     }
+
+
+def _records(documents: list[Document]) -> dict[str, str | None]:
+    return {doc.doc_id: record_fingerprint(doc) for doc in documents}
 
 
 def build(settings: Settings, paths: list[Path], show_progress: bool = True, add: bool = False) -> LoadedIndex:
@@ -156,20 +183,18 @@ def build(settings: Settings, paths: list[Path], show_progress: bool = True, add
             if not add or store.current() is None:
                 build_index(
                     documents, store, encoder, chunker, config, progress=progress,
-                    extra_manifest=_source_manifest(paths, documents, corpus.skipped), dense_kind=settings.dense_index,
+                    extra_manifest=source_manifest(paths, _records(documents), corpus.skipped),
+                    dense_kind=settings.dense_index,
                 )
             else:
                 with store.writing():  # the sources recorded are read and extended in the same update
                     manifest = store.manifest()
-                    sources = list(
-                        dict.fromkeys([*manifest.get("sources", []), *(str(Path(p).resolve()) for p in paths)])
+                    added = [str(Path(p).resolve()) for p in paths]
+                    # a file added again moves to the end: the sources are re-read later-wins, in this order
+                    sources = [p for p in manifest.get("sources", []) if p not in added] + added
+                    extra = source_manifest(
+                        [Path(p) for p in sources], {**source_records(manifest), **_records(documents)}, corpus.skipped
                     )
-                    source_ids = list(
-                        dict.fromkeys([*manifest.get("source_documents", []), *(d.doc_id for d in documents)])
-                    )
-                    extra = {
-                        **_source_manifest([Path(p) for p in sources], [], corpus.skipped), "source_documents": source_ids
-                    }
                     update_index(
                         store, encoder, chunker, config, upserts=documents, extra_manifest=extra,
                         progress=progress, dense_kind=settings.dense_index,
@@ -207,32 +232,44 @@ def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
     if index.config != wanted_config:
         log.info("index settings changed since the index was built; rebuilding from %s", [str(p) for p in paths])
         with build_progress(show_progress) as progress, indexing_embedder(settings, embedder) as encoder:
-            corpus = read_sources(paths, progress)
-            from_sources = set(index.manifest.get("source_documents", index.documents)) | {
-                d.doc_id for d in corpus.documents
-            }
+            corpus = read_sources(paths, progress, later_wins=True)
+            from_sources = set(_recorded(index)) | {d.doc_id for d in corpus.documents}
             added = [doc for doc_id, doc in index.documents.items() if doc_id not in from_sources]  # by the API: kept
             build_index(
                 corpus.documents + added, store, encoder, make_chunker(settings, embedder), wanted_config,
-                progress=progress, extra_manifest=_source_manifest(paths, corpus.documents, corpus.skipped),
+                progress=progress, extra_manifest=source_manifest(paths, _records(corpus.documents), corpus.skipped),
                 dense_kind=settings.dense_index,
             )
         return store.load()
     if index.manifest.get("source_signature") == source_signature(paths):
         return index
-    log.info("sources changed since the index was built; updating")
     with build_progress(show_progress) as progress, indexing_embedder(settings, embedder) as encoder:
-        corpus = read_sources(paths, progress)
-        previous = set(index.manifest.get("source_documents", index.documents))
-        current = {doc.doc_id for doc in corpus.documents}
+        corpus = read_sources(paths, progress, later_wins=True)
+        recorded = _recorded(index)
+        current = _records(corpus.documents)
+        # Only records that changed in the files are applied: a document the API replaced or deleted stays so while
+        # its source record is as it was (a touched or re-saved file changes nothing).
+        upserts = [doc for doc in corpus.documents if recorded.get(doc.doc_id) != current[doc.doc_id]]
+        deletes = [doc_id for doc_id in recorded if doc_id not in current and doc_id in index.documents]
+        if not upserts and not deletes:
+            log.info("source files touched but their records are unchanged; serving the index as it is")
+            return index
+        log.info("sources changed since the index was built: %d records new or changed, %d gone; updating",
+                 len(upserts), len(deletes))
         update_index(
-            store, encoder, make_chunker(settings, embedder), wanted_config,
-            upserts=corpus.documents,
-            deletes=[doc_id for doc_id in index.documents if doc_id in previous and doc_id not in current],
-            extra_manifest=_source_manifest(paths, corpus.documents, corpus.skipped),
+            store, encoder, make_chunker(settings, embedder), wanted_config, upserts=upserts, deletes=deletes,
+            extra_manifest=source_manifest(paths, current, corpus.skipped),
             progress=progress, dense_kind=settings.dense_index,
         )
     return store.load()
+
+
+def _recorded(index: LoadedIndex) -> dict[str, str | None]:
+    """:func:`source_records` of ``index``; an index without any record of its sources counts every document."""
+    manifest = index.manifest
+    if "source_records" in manifest or "source_documents" in manifest:
+        return source_records(manifest)
+    return dict.fromkeys(index.documents)
 
 
 def open_retriever(settings: Settings, index: LoadedIndex) -> Retriever:

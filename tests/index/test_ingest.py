@@ -143,6 +143,15 @@ class TestBadInput:
             "ids must be unique: give one of them another id or remove it"
         )
 
+    def test_later_wins_lets_a_later_file_replace_a_record_but_not_repeat_one_in_a_file(self, tmp_path: Path) -> None:
+        (tmp_path / "a.jsonl").write_text('{"id": "x", "text": "One text."}\n{"id": "y", "text": "Why."}\n')
+        (tmp_path / "b.jsonl").write_text('{"id": "x", "text": "Two text."}\n')
+        corpus = read_corpus([tmp_path / "a.jsonl", tmp_path / "b.jsonl"], later_wins=True)
+        assert [(d.doc_id, d.text) for d in corpus.documents] == [("x", "Two text."), ("y", "Why.")]
+        (tmp_path / "c.jsonl").write_text('{"id": "z", "text": "Zed."}\n{"id": "z", "text": "Zed again."}\n')
+        with pytest.raises(IngestError, match="document id 'z' appears again"):
+            read_corpus([tmp_path / "c.jsonl"], later_wins=True)
+
     def test_missing_path_and_unsupported_type(self, tmp_path: Path) -> None:
         with pytest.raises(IngestError, match="no such file"):
             load_documents([tmp_path / "nope.txt"])

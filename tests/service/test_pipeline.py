@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 from pathlib import Path
 
@@ -64,6 +66,39 @@ def test_start_up_applies_source_changes_as_an_update_and_keeps_api_documents(se
     assert len(updated.documents) == 19 + 1  # 18 kept + 1 new from the file + the API document
     assert updated.manifest["source_signature"] != first.manifest["source_signature"]
     assert ensure_index(settings, show_progress=False).path == updated.path  # unchanged stat: no re-read
+def _jsonl(path: Path, records: list[tuple[str, str]]) -> Path:
+    path.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in records), encoding="utf-8")
+    return path
+
+
+def test_a_touched_or_edited_source_keeps_api_writes_and_later_adds(settings_factory, tmp_path: Path) -> None:
+    from index.ingest import make_document
+    from service.pipeline import build, open_backend
+
+    a = _jsonl(tmp_path / "a.jsonl", [("X", "Xylofoam v1 compresses caches."), ("Z", "Zebrawire routes packets."),
+                                      ("W", "Wombatnet prunes graphs.")])
+    settings = settings_factory(corpus=[a])
+    ensure_index(settings, show_progress=False)
+    b = _jsonl(tmp_path / "b.jsonl", [("X", "Xylofoam v2 compresses caches twice as well.")])
+    build(settings, [b], show_progress=False, add=True)  # a documented replacement by a later source
+    backend = open_backend(settings, ensure_index(settings, show_progress=False))
+    backend.add_documents([make_document("Zebrawire, as revised through the API, routes flows.", "", "Z")])
+    backend.delete_documents(["W"])
+    served = ensure_index(settings, show_progress=False)
+
+    os.utime(a, ns=(a.stat().st_atime_ns, a.stat().st_mtime_ns + 10**9))  # touched: same records, new mtime
+    touched = ensure_index(settings, show_progress=False)  # used to fail: X appeared in two sources
+    assert touched.path == served.path  # nothing re-applied
+    assert "v2" in touched.documents["X"].text and "API" in touched.documents["Z"].text and "W" not in touched.documents
+
+    _jsonl(a, [("X", "Xylofoam v1 compresses caches."), ("Z", "Zebrawire routes packets."),
+               ("W", "Wombatnet v2 prunes graphs faster."), ("V", "Vortexdb shards vectors.")])
+    edited = ensure_index(settings, show_progress=False)
+    assert "v2 prunes" in edited.documents["W"].text and "V" in edited.documents  # what the file changed applies
+    assert "v2" in edited.documents["X"].text  # b.jsonl, added later, still wins for X
+    assert "API" in edited.documents["Z"].text  # Z's record in a.jsonl did not change: the API's text stays
+
+
 def test_an_empty_index_is_built_once_and_reused(settings_factory, tmp_path: Path) -> None:
     from service.pipeline import EMPTY_INDEX, index_notes
 
