@@ -288,10 +288,11 @@ def serve(index_dir: Path, timeout_s: float = 900.0, env: dict[str, str] | None 
 def source_manifest(paths: Sequence[Path], documents: Sequence[Document]) -> dict[str, object]:
     """The manifest keys ``citerag serve`` uses to decide whether an index is up to date with its sources
     (see :func:`service.pipeline.ensure_index`): a bench index records the files it was built from, so serving it
-    never re-indexes."""
+    never re-indexes. Every record is listed under the last source (they are compared later-wins anyway)."""
     from service.pipeline import record_fingerprint, source_manifest as manifest_of
 
-    return manifest_of(list(paths), {doc.doc_id: record_fingerprint(doc) for doc in documents})
+    records = {doc.doc_id: record_fingerprint(doc) for doc in documents}
+    return manifest_of(list(paths), {str(Path(paths[-1]).resolve()): records} if paths else {})
 
 
 def write_jsonl(path: Path, documents: Sequence[Document]) -> None:

@@ -28,7 +28,7 @@ import json
 import unicodedata
 import zlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -109,10 +109,13 @@ class Corpus:
     Attributes:
         documents: the unique documents with text, in source order.
         skipped: ``"file:line"`` of each record skipped because it has no text (empty, whitespace or markup alone).
+        origins: for each document id, the position in the ``paths`` given to :func:`read_corpus` of the path
+            (file or directory) its record was read from.
     """
 
     documents: list[Document]
     skipped: list[str]
+    origins: dict[str, int] = field(default_factory=dict)
 
 
 def read_corpus(paths: Iterable[str | Path], later_wins: bool = False) -> Corpus:
@@ -120,37 +123,37 @@ def read_corpus(paths: Iterable[str | Path], later_wins: bool = False) -> Corpus
     duplicates are stored once (rules in the module docstring). An empty ``paths`` gives an empty corpus.
 
     Args:
-        later_wins: an id given again with a different text in a *later file* replaces the earlier record (the
+        later_wins: an id given again with a different text under a *later path* replaces the earlier record (the
             sources of an index in the order they were added: ``citerag index --add`` of a changed document);
-            within one file it is still an error.
+            under one path (a file, or the files of one directory) it is still an error.
 
     Raises:
         IngestError: any source error (see :func:`source_files`, :func:`iter_documents`) or the same id with a
-            different text (in one file, or in two when ``later_wins`` is false).
+            different text (under one path, or under two when ``later_wins`` is false).
     """
     by_id: dict[str, Document] = {}
-    origin: dict[str, Path] = {}  # the file each id was first read from
+    origins: dict[str, int] = {}
     skipped: list[str] = []
-    for file in source_files(paths):
-        for doc in iter_documents(file):
-            if not fold(doc.text):
-                skipped.append(f"{file}:{doc.meta.get('line')}")
-                continue
-            seen = by_id.get(doc.doc_id)
-            if seen is None:
-                by_id[doc.doc_id] = doc
-                origin[doc.doc_id] = file
-            elif later_wins and origin[doc.doc_id] != file:
-                by_id[doc.doc_id] = doc
-            elif text_doc_id(seen.text) != text_doc_id(doc.text):
-                raise IngestError(
-                    str(file),
-                    f"document id {doc.doc_id!r} appears again with a different text (first at "
-                    f"{seen.meta.get('source')}:{seen.meta.get('line')}); ids must be unique: give one of them "
-                    "another id or remove it",
-                    doc.meta.get("line"),
-                )
-    return Corpus(list(by_id.values()), skipped)
+    paths = list(paths)
+    source_files(paths)  # every path checked before any is read
+    for position, path in enumerate(paths):
+        for file in source_files([path]):
+            for doc in iter_documents(file):
+                if not fold(doc.text):
+                    skipped.append(f"{file}:{doc.meta.get('line')}")
+                    continue
+                seen = by_id.get(doc.doc_id)
+                if seen is None or (later_wins and origins[doc.doc_id] != position):
+                    by_id[doc.doc_id], origins[doc.doc_id] = doc, position
+                elif text_doc_id(seen.text) != text_doc_id(doc.text):
+                    raise IngestError(
+                        str(file),
+                        f"document id {doc.doc_id!r} appears again with a different text (first at "
+                        f"{seen.meta.get('source')}:{seen.meta.get('line')}); ids must be unique: give one of them "
+                        "another id or remove it",
+                        doc.meta.get("line"),
+                    )
+    return Corpus(list(by_id.values()), skipped, origins)
 
 
 def load_documents(paths: Iterable[str | Path]) -> list[Document]:

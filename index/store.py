@@ -130,7 +130,7 @@ class IndexStore:
         try:
             self._lock.acquire(timeout=0)
         except Timeout:
-            log.info("waiting for another writer of %s to finish", self.root)
+            log.warning("waiting for another writer of %s to finish", self.root)
             self._lock.acquire()
         try:
             yield
@@ -159,6 +159,26 @@ class IndexStore:
             IndexMismatch: the manifest is unreadable.
         """
         return _read_manifest(self._live())
+
+    def update_manifest(self, changes: dict[str, Any]) -> dict[str, Any]:
+        """Merge ``changes`` into the live version's manifest in place (atomic rewrite of ``manifest.json``), for
+        bookkeeping that is not index data (the sources' signature and record fingerprints): no new version is
+        written. Call under :meth:`writing`. Keys that describe the data (config, counts, checksums) are refused.
+
+        Returns:
+            The new manifest.
+
+        Raises:
+            IndexNotFound: nothing committed yet.
+            ValueError: ``changes`` touches a data key.
+        """
+        data_keys = {"format_version", "config", "corpus_fingerprint", "counts", "checksums"} & set(changes)
+        if data_keys:
+            raise ValueError(f"update_manifest cannot change {sorted(data_keys)}: write a new version")
+        path = self._live()
+        manifest = {**_read_manifest(path), **changes}
+        _atomic_write_text(path / "manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False))
+        return manifest
 
     def ensure_writable(self) -> None:
         """Create the directory now, so an unusable path fails before a long build (raises ``OSError``)."""

@@ -132,20 +132,41 @@ def record_fingerprint(doc: Document) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
-def source_records(manifest: dict[str, Any]) -> dict[str, str | None]:
-    """The source records an index was built from, ``{doc_id: record_fingerprint}``; an index written before
-    fingerprints were recorded lists ids only (``source_documents``), given here with ``None``."""
-    if "source_records" in manifest:
-        return dict(manifest["source_records"])
-    return dict.fromkeys(manifest.get("source_documents", []))
+Records = dict[str, dict[str, str | None]]
+"""Source records by source: ``{resolved source path: {doc_id: record_fingerprint}}``."""
 
 
-def source_manifest(
-    paths: list[Path], records: dict[str, str | None], skipped: Sequence[str] = ()
-) -> dict[str, object]:
-    """The manifest keys that tie an index to its source files: the files (in the order they were added), their
-    :func:`source_signature`, the records read from them (``{doc_id: record_fingerprint}``, see
-    :func:`source_records`) and the records skipped."""
+def records_by_source(paths: list[Path], corpus: Corpus) -> Records:
+    """The records ``corpus`` (read from ``paths`` by :func:`~index.ingest.read_corpus`) kept from each path."""
+    keys = [str(Path(p).resolve()) for p in paths]
+    out: Records = {key: {} for key in keys}
+    for doc in corpus.documents:
+        out[keys[corpus.origins[doc.doc_id]]][doc.doc_id] = record_fingerprint(doc)
+    return out
+
+
+def recorded_sources(manifest: dict[str, Any]) -> Records:
+    """The source records a manifest holds. An index written before records were kept by source lists them under
+    the pseudo-source ``""``: flat fingerprints, or ids alone (``source_documents``) with ``None`` (unknown)."""
+    records = manifest.get("source_records")
+    if isinstance(records, dict) and all(isinstance(v, dict) for v in records.values()):
+        return {key: dict(value) for key, value in records.items()}
+    if isinstance(records, dict):
+        return {"": dict(records)}
+    return {"": dict.fromkeys(manifest.get("source_documents", []))}
+
+
+def _flatten(records: Records, order: list[str]) -> dict[str, str | None]:
+    """One record per id, a later source (in ``order``, after any source not in it) winning."""
+    flat: dict[str, str | None] = {}
+    for key in [*(k for k in records if k not in order), *order]:
+        flat.update(records.get(key, {}))
+    return flat
+
+
+def source_manifest(paths: list[Path], records: Records, skipped: Sequence[str] = ()) -> dict[str, object]:
+    """The manifest keys that tie an index to its source files: the sources (in the order they were added), their
+    :func:`source_signature`, the records read from each (:func:`records_by_source`) and the records skipped."""
     return {
         "sources": [str(Path(p).resolve()) for p in paths],
         "source_signature": source_signature(paths),
@@ -154,8 +175,25 @@ def source_manifest(
     }
 
 
-def _records(documents: list[Document]) -> dict[str, str | None]:
-    return {doc.doc_id: record_fingerprint(doc) for doc in documents}
+def source_changes(index: LoadedIndex, paths: list[Path], corpus: Corpus) -> tuple[list[Document], list[str]]:
+    """What re-reading the sources changes: ``(upserts, deletes)``.
+
+    Only records that changed in the files since they were recorded count: new ids, and records whose fingerprint
+    differs, are upserted; recorded ids that left the files (and are still indexed) are deleted. A document the API
+    replaced or deleted therefore stays so while its record is unchanged. A record of unknown fingerprint (an index
+    written by an older citerag) counts as unchanged.
+    """
+    order = [str(Path(p).resolve()) for p in paths]
+    manifest = index.manifest
+    known = "source_records" in manifest or "source_documents" in manifest
+    recorded = _flatten(recorded_sources(manifest) if known else {"": dict.fromkeys(index.documents)}, order)
+    current = _flatten(records_by_source(paths, corpus), order)
+    upserts = [
+        doc for doc in corpus.documents
+        if doc.doc_id not in recorded or recorded[doc.doc_id] not in (None, current[doc.doc_id])
+    ]
+    deletes = [doc_id for doc_id in recorded if doc_id not in current and doc_id in index.documents]
+    return upserts, deletes
 
 
 def build(settings: Settings, paths: list[Path], show_progress: bool = True, add: bool = False) -> LoadedIndex:
@@ -183,18 +221,19 @@ def build(settings: Settings, paths: list[Path], show_progress: bool = True, add
             if not add or store.current() is None:
                 build_index(
                     documents, store, encoder, chunker, config, progress=progress,
-                    extra_manifest=source_manifest(paths, _records(documents), corpus.skipped),
+                    extra_manifest=source_manifest(paths, records_by_source(paths, corpus), corpus.skipped),
                     dense_kind=settings.dense_index,
                 )
             else:
                 with store.writing():  # the sources recorded are read and extended in the same update
                     manifest = store.manifest()
-                    added = [str(Path(p).resolve()) for p in paths]
-                    # a file added again moves to the end: the sources are re-read later-wins, in this order
-                    sources = [p for p in manifest.get("sources", []) if p not in added] + added
-                    extra = source_manifest(
-                        [Path(p) for p in sources], {**source_records(manifest), **_records(documents)}, corpus.skipped
-                    )
+                    records = recorded_sources(manifest)
+                    added = records_by_source(paths, corpus)
+                    # a source added again replaces its records and moves to the end (sources are re-read
+                    # later-wins, in this order)
+                    records = {key: value for key, value in records.items() if key not in added} | added
+                    sources = [p for p in manifest.get("sources", []) if p not in added] + list(added)
+                    extra = source_manifest([Path(p) for p in sources], records, corpus.skipped)
                     update_index(
                         store, encoder, chunker, config, upserts=documents, extra_manifest=extra,
                         progress=progress, dense_kind=settings.dense_index,
@@ -211,9 +250,11 @@ def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
     The sources are those recorded in the live index's manifest (what ``citerag index PATHS`` and
     ``citerag index --add PATHS`` built it from), or ``settings.corpus`` on first run. When their files' sizes and
     modification times are as recorded, the index is served as it is (no file is read). Otherwise the sources are
-    re-read and applied as an update: new and changed documents are (re-)indexed, documents that left the sources
-    are removed, and documents added through the API are kept. A change of index settings, or an index that fails
-    verification, rebuilds from the sources. Sources that no longer exist leave the index as it is (logged).
+    re-read (later-added sources winning) under the index's write lock, and what changed in them is applied
+    (:func:`source_changes`); when nothing did, only the recorded signature is refreshed. A change of index settings
+    rebuilds the live documents with those changes (documents added, replaced or deleted through the API stay so);
+    an index that fails verification is rebuilt from the sources. Sources that no longer exist leave the index as it
+    is (logged).
     """
     store = IndexStore(settings.index_dir)
     embedder = load_embedder(settings)
@@ -229,47 +270,37 @@ def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
     if not all(p.exists() for p in paths):
         log.warning("sources of the index %s are gone; serving it as built", [str(p) for p in paths])
         return index
-    if index.config != wanted_config:
-        log.info("index settings changed since the index was built; rebuilding from %s", [str(p) for p in paths])
+    if index.config == wanted_config and index.manifest.get("source_signature") == source_signature(paths):
+        return index
+    with store.writing():  # the live version, the sources and the records are read and replaced in one step
+        if store.current() != index.path:  # another writer committed meanwhile
+            index = store.load()
+            paths = [Path(p) for p in index.manifest.get("sources", settings.corpus)]
         with build_progress(show_progress) as progress, indexing_embedder(settings, embedder) as encoder:
             corpus = read_sources(paths, progress, later_wins=True)
-            from_sources = set(_recorded(index)) | {d.doc_id for d in corpus.documents}
-            added = [doc for doc_id, doc in index.documents.items() if doc_id not in from_sources]  # by the API: kept
-            build_index(
-                corpus.documents + added, store, encoder, make_chunker(settings, embedder), wanted_config,
-                progress=progress, extra_manifest=source_manifest(paths, _records(corpus.documents), corpus.skipped),
-                dense_kind=settings.dense_index,
+            upserts, deletes = source_changes(index, paths, corpus)
+            extra = source_manifest(paths, records_by_source(paths, corpus), corpus.skipped)
+            if index.config != wanted_config:
+                log.info("index settings changed since the index was built; rebuilding (%d source records new or "
+                         "changed, %d gone)", len(upserts), len(deletes))
+                documents = {doc_id: doc for doc_id, doc in index.documents.items() if doc_id not in deletes}
+                documents.update((doc.doc_id, doc) for doc in upserts)  # the API's documents and edits are kept
+                build_index(
+                    list(documents.values()), store, encoder, make_chunker(settings, embedder), wanted_config,
+                    progress=progress, extra_manifest=extra, dense_kind=settings.dense_index,
+                )
+                return store.load()
+            if not upserts and not deletes:
+                log.info("source files touched but their records are unchanged; index kept, signature refreshed")
+                index.manifest = store.update_manifest(extra)
+                return index
+            log.info("sources changed since the index was built: %d records new or changed, %d gone; updating",
+                     len(upserts), len(deletes))
+            update_index(
+                store, encoder, make_chunker(settings, embedder), wanted_config, upserts=upserts, deletes=deletes,
+                extra_manifest=extra, progress=progress, dense_kind=settings.dense_index,
             )
-        return store.load()
-    if index.manifest.get("source_signature") == source_signature(paths):
-        return index
-    with build_progress(show_progress) as progress, indexing_embedder(settings, embedder) as encoder:
-        corpus = read_sources(paths, progress, later_wins=True)
-        recorded = _recorded(index)
-        current = _records(corpus.documents)
-        # Only records that changed in the files are applied: a document the API replaced or deleted stays so while
-        # its source record is as it was (a touched or re-saved file changes nothing).
-        upserts = [doc for doc in corpus.documents if recorded.get(doc.doc_id) != current[doc.doc_id]]
-        deletes = [doc_id for doc_id in recorded if doc_id not in current and doc_id in index.documents]
-        if not upserts and not deletes:
-            log.info("source files touched but their records are unchanged; serving the index as it is")
-            return index
-        log.info("sources changed since the index was built: %d records new or changed, %d gone; updating",
-                 len(upserts), len(deletes))
-        update_index(
-            store, encoder, make_chunker(settings, embedder), wanted_config, upserts=upserts, deletes=deletes,
-            extra_manifest=source_manifest(paths, current, corpus.skipped),
-            progress=progress, dense_kind=settings.dense_index,
-        )
     return store.load()
-
-
-def _recorded(index: LoadedIndex) -> dict[str, str | None]:
-    """:func:`source_records` of ``index``; an index without any record of its sources counts every document."""
-    manifest = index.manifest
-    if "source_records" in manifest or "source_documents" in manifest:
-        return source_records(manifest)
-    return dict.fromkeys(index.documents)
 
 
 def open_retriever(settings: Settings, index: LoadedIndex) -> Retriever:

@@ -98,6 +98,51 @@ def test_a_touched_or_edited_source_keeps_api_writes_and_later_adds(settings_fac
     assert "v2" in edited.documents["X"].text  # b.jsonl, added later, still wins for X
     assert "API" in edited.documents["Z"].text  # Z's record in a.jsonl did not change: the API's text stays
 
+    # W deleted through the API, then dropped from the file (nothing to apply: only the records are refreshed),
+    # then put back in the file: indexed again
+    open_backend(settings, edited).delete_documents(["W"])
+    _jsonl(a, [("X", "Xylofoam v1 compresses caches."), ("Z", "Zebrawire routes packets."),
+               ("V", "Vortexdb shards vectors.")])
+    dropped = ensure_index(settings, show_progress=False)
+    assert "W" not in dropped.documents and "W" not in dropped.manifest["source_records"][str(a.resolve())]
+    assert ensure_index(settings, show_progress=False).path == dropped.path  # signature refreshed: no re-read
+    _jsonl(a, [("X", "Xylofoam v1 compresses caches."), ("Z", "Zebrawire routes packets."),
+               ("V", "Vortexdb shards vectors."), ("W", "Wombatnet v2 prunes graphs faster.")])
+    assert "W" in ensure_index(settings, show_progress=False).documents
+
+    # a settings change rebuilds the live documents: the API's edit of Z stays, API-deleted documents stay deleted
+    open_backend(settings, ensure_index(settings, show_progress=False)).delete_documents(["V"])
+    rebuilt = ensure_index(settings.model_copy(update={"chunk_tokens": 96, "chunk_overlap": 32}), show_progress=False)
+    assert rebuilt.config.target_tokens == 96 and "V" not in rebuilt.documents
+    assert "API" in rebuilt.documents["Z"].text and "v2" in rebuilt.documents["X"].text
+
+
+def test_a_re_added_source_replaces_its_records(settings_factory, tmp_path: Path) -> None:
+    from service.pipeline import build
+
+    a = _jsonl(tmp_path / "a.jsonl", [("A", "Aardvarkdb stores tensors.")])
+    settings = settings_factory(corpus=[a])
+    ensure_index(settings, show_progress=False)
+    t = _jsonl(tmp_path / "t.jsonl", [("Y", "Yakshave v1 trims logs.")])
+    build(settings, [t], show_progress=False, add=True)
+    _jsonl(t, [("Y2", "Yakshave v2 trims logs faster.")])
+    added = build(settings, [t], show_progress=False, add=True)
+    assert {"Y", "Y2"} <= set(added.documents)  # --add adds; it does not remove Y
+    assert added.manifest["source_records"][str(t.resolve())].keys() == {"Y2"}
+    os.utime(a, ns=(a.stat().st_atime_ns, a.stat().st_mtime_ns + 10**9))  # an unrelated touch deletes nothing
+    assert {"A", "Y", "Y2"} <= set(ensure_index(settings, show_progress=False).documents)
+
+
+def test_an_index_from_before_record_fingerprints_keeps_api_edits(tmp_path: Path) -> None:
+    from index.ingest import make_document, read_corpus
+    from service.pipeline import source_changes
+
+    a = _jsonl(tmp_path / "a.jsonl", [("X", "Xylofoam compresses caches."), ("N", "Newt is new in the file.")])
+    api_x = make_document("Xylofoam as edited through the API.", "", "X")
+    legacy = type("Index", (), {"manifest": {"source_documents": ["X", "Z"]}, "documents": {"X": api_x, "Z": api_x}})
+    upserts, deletes = source_changes(legacy, [a], read_corpus([a], later_wins=True))  # type: ignore[arg-type]
+    assert [d.doc_id for d in upserts] == ["N"] and deletes == ["Z"]  # X's record: unknown, so left as the API made it
+
 
 def test_an_empty_index_is_built_once_and_reused(settings_factory, tmp_path: Path) -> None:
     from service.pipeline import EMPTY_INDEX, index_notes
