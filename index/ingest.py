@@ -111,11 +111,13 @@ class Corpus:
         skipped: ``"file:line"`` of each record skipped because it has no text (empty, whitespace or markup alone).
         origins: for each document id, the position in the ``paths`` given to :func:`read_corpus` of the path
             (file or directory) its record was read from.
+        shadowed: ``(position, record)`` of each record a later path replaced (``later_wins``).
     """
 
     documents: list[Document]
     skipped: list[str]
     origins: dict[str, int] = field(default_factory=dict)
+    shadowed: list[tuple[int, Document]] = field(default_factory=list)
 
 
 def read_corpus(paths: Iterable[str | Path], later_wins: bool = False) -> Corpus:
@@ -133,6 +135,7 @@ def read_corpus(paths: Iterable[str | Path], later_wins: bool = False) -> Corpus
     """
     by_id: dict[str, Document] = {}
     origins: dict[str, int] = {}
+    shadowed: list[tuple[int, Document]] = []
     skipped: list[str] = []
     paths = list(paths)
     source_files(paths)  # every path checked before any is read
@@ -144,6 +147,8 @@ def read_corpus(paths: Iterable[str | Path], later_wins: bool = False) -> Corpus
                     continue
                 seen = by_id.get(doc.doc_id)
                 if seen is None or (later_wins and origins[doc.doc_id] != position):
+                    if seen is not None:
+                        shadowed.append((origins[doc.doc_id], seen))
                     by_id[doc.doc_id], origins[doc.doc_id] = doc, position
                 elif text_doc_id(seen.text) != text_doc_id(doc.text):
                     raise IngestError(
@@ -153,7 +158,7 @@ def read_corpus(paths: Iterable[str | Path], later_wins: bool = False) -> Corpus
                         "another id or remove it",
                         doc.meta.get("line"),
                     )
-    return Corpus(list(by_id.values()), skipped, origins)
+    return Corpus(list(by_id.values()), skipped, origins, shadowed)
 
 
 def load_documents(paths: Iterable[str | Path]) -> list[Document]:

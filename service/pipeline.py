@@ -137,9 +137,12 @@ Records = dict[str, dict[str, str | None]]
 
 
 def records_by_source(paths: list[Path], corpus: Corpus) -> Records:
-    """The records ``corpus`` (read from ``paths`` by :func:`~index.ingest.read_corpus`) kept from each path."""
+    """The records ``corpus`` (read from ``paths`` by :func:`~index.ingest.read_corpus`) read from each path,
+    those a later path overrides included."""
     keys = [str(Path(p).resolve()) for p in paths]
     out: Records = {key: {} for key in keys}
+    for position, doc in corpus.shadowed:  # a record a later source overrides is still its own source's record
+        out[keys[position]][doc.doc_id] = record_fingerprint(doc)
     for doc in corpus.documents:
         out[keys[corpus.origins[doc.doc_id]]][doc.doc_id] = record_fingerprint(doc)
     return out
@@ -164,15 +167,30 @@ def _flatten(records: Records, order: list[str]) -> dict[str, str | None]:
     return flat
 
 
-def source_manifest(paths: list[Path], records: Records, skipped: Sequence[str] = ()) -> dict[str, object]:
-    """The manifest keys that tie an index to its source files: the sources (in the order they were added), their
-    :func:`source_signature`, the records read from each (:func:`records_by_source`) and the records skipped."""
+def source_manifest(
+    paths: list[Path], records: Records, skipped: Sequence[str] = (), signatures: dict[str, str] | None = None
+) -> dict[str, object]:
+    """The manifest keys that tie an index to its source files: the sources (in the order they were added), the
+    :func:`source_signature` of each (``signatures``, default: computed now), the records read from each
+    (:func:`records_by_source`) and the records skipped."""
+    keys = [str(Path(p).resolve()) for p in paths]
+    if signatures is None:
+        signatures = {key: source_signature([Path(key)]) for key in keys}
     return {
-        "sources": [str(Path(p).resolve()) for p in paths],
-        "source_signature": source_signature(paths),
+        "sources": keys,
+        "source_signatures": {key: signatures.get(key, "") for key in keys},
         "source_records": records,
         "skipped": {"records": len(skipped), "first": list(skipped[:_SKIPPED_LISTED])},
     }
+
+
+def sources_unchanged(manifest: dict[str, Any], paths: list[Path]) -> bool:
+    """True when every source's files have the sizes and modification times recorded (``source_signatures``, or
+    the single ``source_signature`` of an index written before signatures were kept by source)."""
+    if "source_signatures" not in manifest:
+        return manifest.get("source_signature") == source_signature(paths)
+    recorded = manifest["source_signatures"]
+    return all(recorded.get(str(Path(p).resolve())) == source_signature([p]) for p in paths)
 
 
 def source_changes(index: LoadedIndex, paths: list[Path], corpus: Corpus) -> tuple[list[Document], list[str]]:
@@ -227,17 +245,24 @@ def build(settings: Settings, paths: list[Path], show_progress: bool = True, add
             else:
                 with store.writing():  # the sources recorded are read and extended in the same update
                     manifest = store.manifest()
+                    manifest_version = store.current().name  # type: ignore[union-attr] - checked above
                     records = recorded_sources(manifest)
                     added = records_by_source(paths, corpus)
                     # a source added again replaces its records and moves to the end (sources are re-read
                     # later-wins, in this order)
                     records = {key: value for key, value in records.items() if key not in added} | added
                     sources = [p for p in manifest.get("sources", []) if p not in added] + list(added)
-                    extra = source_manifest([Path(p) for p in sources], records, corpus.skipped)
-                    update_index(
+                    # only the added sources' signatures are new: a pending edit of another source stays pending
+                    signatures = {
+                        **manifest.get("source_signatures", {}), **{k: source_signature([Path(k)]) for k in added}
+                    }
+                    extra = source_manifest([Path(p) for p in sources], records, corpus.skipped, signatures)
+                    path, _ = update_index(
                         store, encoder, chunker, config, upserts=documents, extra_manifest=extra,
                         progress=progress, dense_kind=settings.dense_index,
                     )
+                    if path.name == manifest_version:  # no document changed: record the sources all the same
+                        store.update_manifest(extra)
     index = store.load()
     for note in index_notes(index):
         log.info("%s (%s)", note, index.path)
@@ -267,10 +292,19 @@ def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
     if index is None:
         return build(settings, list(settings.corpus), show_progress=show_progress)
     paths = [Path(p) for p in index.manifest.get("sources", settings.corpus)]
-    if not all(p.exists() for p in paths):
-        log.warning("sources of the index %s are gone; serving it as built", [str(p) for p in paths])
-        return index
-    if index.config == wanted_config and index.manifest.get("source_signature") == source_signature(paths):
+    if missing := [str(p) for p in paths if not p.exists()]:
+        log.warning("sources of the index are gone: %s; not following its sources", missing)
+        if index.config == wanted_config:
+            return index
+        log.info("index settings changed since the index was built; rebuilding its documents as they are")
+        with store.writing(), indexing_embedder(settings, embedder) as encoder:
+            build_index(
+                list(store.load().documents.values()), store, encoder, make_chunker(settings, embedder),
+                wanted_config, show_progress=show_progress, dense_kind=settings.dense_index,
+                extra_manifest={k: v for k, v in index.manifest.items() if k.startswith("source") or k == "skipped"},
+            )
+        return store.load()
+    if index.config == wanted_config and sources_unchanged(index.manifest, paths):
         return index
     with store.writing():  # the live version, the sources and the records are read and replaced in one step
         if store.current() != index.path:  # another writer committed meanwhile

@@ -64,7 +64,7 @@ def test_start_up_applies_source_changes_as_an_update_and_keeps_api_documents(se
     assert dropped.doc_id not in updated.documents  # left the source: removed
     assert "zx-1" in updated.documents  # added through the API: kept
     assert len(updated.documents) == 19 + 1  # 18 kept + 1 new from the file + the API document
-    assert updated.manifest["source_signature"] != first.manifest["source_signature"]
+    assert updated.manifest["source_signatures"] != first.manifest["source_signatures"]
     assert ensure_index(settings, show_progress=False).path == updated.path  # unchanged stat: no re-read
 def _jsonl(path: Path, records: list[tuple[str, str]]) -> Path:
     path.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in records), encoding="utf-8")
@@ -155,3 +155,39 @@ def test_an_empty_index_is_built_once_and_reused(settings_factory, tmp_path: Pat
         assert (len(first.documents), len(first.passages)) == (0, 0)
         assert index_notes(first)[-1] == EMPTY_INDEX
         assert ensure_index(settings, show_progress=False).path == first.path  # not rebuilt at every start
+
+
+def test_adds_record_sources_without_hiding_other_pending_edits(settings_factory, tmp_path: Path) -> None:
+    from index.ingest import make_document
+    from service.pipeline import build, open_backend
+
+    (tmp_path / "s").mkdir()
+    a = _jsonl(tmp_path / "s" / "a.jsonl", [("X", "Xenopus text one."), ("P", "Pangolin prunes.")])
+    settings = settings_factory(corpus=[tmp_path / "s"])
+    ensure_index(settings, show_progress=False)
+    # an edit of a, then an --add of another file before any restart: the edit stays pending, then applies
+    _jsonl(a, [("X", "Xenopus text one, edited."), ("P", "Pangolin prunes.")])
+    build(settings, [_jsonl(tmp_path / "q.jsonl", [("Q", "Quagga queues.")])], show_progress=False, add=True)
+    assert "edited" in ensure_index(settings, show_progress=False).documents["X"].text
+
+    # a record a later source overrides stays recorded for its own source: touches never flip it back
+    b = _jsonl(tmp_path / "b.jsonl", [("X", "Xenopus text two.")])
+    build(settings, [b], show_progress=False, add=True)
+    _jsonl(b, [("Z", "Zorilla zips.")])
+    build(settings, [b], show_progress=False, add=True)  # b no longer holds X; X keeps b's text (adds never remove)
+    os.utime(a, ns=(a.stat().st_atime_ns, a.stat().st_mtime_ns + 10**9))
+    assert "two" in ensure_index(settings, show_progress=False).documents["X"].text
+
+    # an --add that changes no document still records its source, which is then followed
+    copy = _jsonl(tmp_path / "copy.jsonl", [("Q", "Quagga queues.")])
+    added = build(settings, [copy], show_progress=False, add=True)
+    assert added.manifest["sources"][-1] == str(copy.resolve())
+    _jsonl(copy, [("Q", "Quagga queues, edited.")])
+    assert "edited" in ensure_index(settings, show_progress=False).documents["Q"].text
+
+    # a source gone and a settings change: the live documents are rebuilt with the new settings, writes work
+    copy.unlink()
+    changed = settings.model_copy(update={"chunk_tokens": 96, "chunk_overlap": 32})
+    rebuilt = ensure_index(changed, show_progress=False)
+    assert rebuilt.config.target_tokens == 96 and "edited" in rebuilt.documents["Q"].text
+    open_backend(changed, rebuilt).add_documents([make_document("Okapi ostriches.", "", "O")])
