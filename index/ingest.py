@@ -111,7 +111,8 @@ class Corpus:
         skipped: ``"file:line"`` of each record skipped because it has no text (empty, whitespace or markup alone).
         origins: for each document id, the position in the ``paths`` given to :func:`read_corpus` of the path
             (file or directory) its record was read from.
-        shadowed: ``(position, record)`` of each record a later path replaced (``later_wins``).
+        shadowed: ``(position, record)`` of each record read but not kept: replaced by a later path's record
+            (``later_wins``), or a duplicate (same text) of a kept one.
     """
 
     documents: list[Document]
@@ -150,7 +151,9 @@ def read_corpus(paths: Iterable[str | Path], later_wins: bool = False) -> Corpus
                     if seen is not None:
                         shadowed.append((origins[doc.doc_id], seen))
                     by_id[doc.doc_id], origins[doc.doc_id] = doc, position
-                elif text_doc_id(seen.text) != text_doc_id(doc.text):
+                elif text_doc_id(seen.text) == text_doc_id(doc.text):
+                    shadowed.append((position, doc))  # a duplicate of a kept record: read, not used
+                else:
                     raise IngestError(
                         str(file),
                         f"document id {doc.doc_id!r} appears again with a different text (first at "

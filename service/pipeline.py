@@ -19,6 +19,7 @@ from index.chunking import Chunker
 from index.embed import Embedder, ModelEmbedder, SentenceTransformerEmbedder
 from index.embed_cache import CachedEmbedder
 from index.embedded import EmbeddedBackend
+from index.errors import IngestError
 from index.ingest import Corpus, read_corpus, source_files
 from index.progress import build_progress
 from index.backend import Searcher
@@ -167,15 +168,25 @@ def _flatten(records: Records, order: list[str]) -> dict[str, str | None]:
     return flat
 
 
+def source_signatures(paths: list[Path]) -> dict[str, str]:
+    """:func:`source_signature` of each source, by resolved path. Take them *before* reading the sources: an edit
+    made while they are read then shows as a change at the next start instead of being recorded as seen.
+
+    Raises:
+        IngestError: as :func:`source_signature`.
+    """
+    return {str(Path(p).resolve()): source_signature([Path(p)]) for p in paths}
+
+
 def source_manifest(
     paths: list[Path], records: Records, skipped: Sequence[str] = (), signatures: dict[str, str] | None = None
 ) -> dict[str, object]:
     """The manifest keys that tie an index to its source files: the sources (in the order they were added), the
-    :func:`source_signature` of each (``signatures``, default: computed now), the records read from each
-    (:func:`records_by_source`) and the records skipped."""
+    :func:`source_signature` of each (``signatures``, taken before the read; default: computed now), the records
+    read from each (:func:`records_by_source`) and the records skipped."""
     keys = [str(Path(p).resolve()) for p in paths]
     if signatures is None:
-        signatures = {key: source_signature([Path(key)]) for key in keys}
+        signatures = source_signatures([Path(key) for key in keys])
     return {
         "sources": keys,
         "source_signatures": {key: signatures.get(key, "") for key in keys},
@@ -230,6 +241,7 @@ def build(settings: Settings, paths: list[Path], show_progress: bool = True, add
     store = IndexStore(settings.index_dir)
     store.ensure_writable()
     with build_progress(show_progress) as progress:
+        signatures = source_signatures(paths)
         corpus = read_sources(paths, progress)
         documents = corpus.documents
         embedder = load_embedder(settings)
@@ -239,7 +251,7 @@ def build(settings: Settings, paths: list[Path], show_progress: bool = True, add
             if not add or store.current() is None:
                 build_index(
                     documents, store, encoder, chunker, config, progress=progress,
-                    extra_manifest=source_manifest(paths, records_by_source(paths, corpus), corpus.skipped),
+                    extra_manifest=source_manifest(paths, records_by_source(paths, corpus), corpus.skipped, signatures),
                     dense_kind=settings.dense_index,
                 )
             else:
@@ -253,9 +265,7 @@ def build(settings: Settings, paths: list[Path], show_progress: bool = True, add
                     records = {key: value for key, value in records.items() if key not in added} | added
                     sources = [p for p in manifest.get("sources", []) if p not in added] + list(added)
                     # only the added sources' signatures are new: a pending edit of another source stays pending
-                    signatures = {
-                        **manifest.get("source_signatures", {}), **{k: source_signature([Path(k)]) for k in added}
-                    }
+                    signatures = {**manifest.get("source_signatures", {}), **signatures}
                     extra = source_manifest([Path(p) for p in sources], records, corpus.skipped, signatures)
                     path, _ = update_index(
                         store, encoder, chunker, config, upserts=documents, extra_manifest=extra,
@@ -292,28 +302,31 @@ def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
     if index is None:
         return build(settings, list(settings.corpus), show_progress=show_progress)
     paths = [Path(p) for p in index.manifest.get("sources", settings.corpus)]
-    if missing := [str(p) for p in paths if not p.exists()]:
-        log.warning("sources of the index are gone: %s; not following its sources", missing)
-        if index.config == wanted_config:
-            return index
-        log.info("index settings changed since the index was built; rebuilding its documents as they are")
-        with store.writing(), indexing_embedder(settings, embedder) as encoder:
-            build_index(
-                list(store.load().documents.values()), store, encoder, make_chunker(settings, embedder),
-                wanted_config, show_progress=show_progress, dense_kind=settings.dense_index,
-                extra_manifest={k: v for k, v in index.manifest.items() if k.startswith("source") or k == "skipped"},
-            )
-        return store.load()
-    if index.config == wanted_config and sources_unchanged(index.manifest, paths):
+    if index.config == wanted_config and _unchanged(index.manifest, paths):
         return index
     with store.writing():  # the live version, the sources and the records are read and replaced in one step
         if store.current() != index.path:  # another writer committed meanwhile
             index = store.load()
             paths = [Path(p) for p in index.manifest.get("sources", settings.corpus)]
+        try:
+            signatures = source_signatures(paths)  # before the read (see source_signatures)
+            with build_progress(show_progress) as progress:
+                corpus = read_sources(paths, progress, later_wins=True)
+        except IngestError as exc:  # a source gone, emptied or unreadable: keep serving what was indexed
+            log.warning("the index's sources cannot be read (%s); serving the index as it is, not following them", exc)
+            if index.config == wanted_config:
+                return index
+            log.info("index settings changed since the index was built; rebuilding its documents as they are")
+            with indexing_embedder(settings, embedder) as encoder:
+                build_index(
+                    list(index.documents.values()), store, encoder, make_chunker(settings, embedder), wanted_config,
+                    show_progress=show_progress, dense_kind=settings.dense_index,
+                    extra_manifest={k: v for k, v in index.manifest.items() if k.startswith(("source", "skipped"))},
+                )  # the sources stay recorded, so they are followed again once readable
+            return store.load()
+        upserts, deletes = source_changes(index, paths, corpus)
+        extra = source_manifest(paths, records_by_source(paths, corpus), corpus.skipped, signatures)
         with build_progress(show_progress) as progress, indexing_embedder(settings, embedder) as encoder:
-            corpus = read_sources(paths, progress, later_wins=True)
-            upserts, deletes = source_changes(index, paths, corpus)
-            extra = source_manifest(paths, records_by_source(paths, corpus), corpus.skipped)
             if index.config != wanted_config:
                 log.info("index settings changed since the index was built; rebuilding (%d source records new or "
                          "changed, %d gone)", len(upserts), len(deletes))
@@ -335,6 +348,14 @@ def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
                 extra_manifest=extra, progress=progress, dense_kind=settings.dense_index,
             )
     return store.load()
+
+
+def _unchanged(manifest: dict[str, Any], paths: list[Path]) -> bool:
+    """:func:`sources_unchanged`, False when a source is gone or cannot be listed."""
+    try:
+        return all(p.exists() for p in paths) and sources_unchanged(manifest, paths)
+    except IngestError:
+        return False
 
 
 def open_retriever(settings: Settings, index: LoadedIndex) -> Retriever:

@@ -191,3 +191,36 @@ def test_adds_record_sources_without_hiding_other_pending_edits(settings_factory
     rebuilt = ensure_index(changed, show_progress=False)
     assert rebuilt.config.target_tokens == 96 and "edited" in rebuilt.documents["Q"].text
     open_backend(changed, rebuilt).add_documents([make_document("Okapi ostriches.", "", "O")])
+
+
+def test_duplicates_across_paths_edits_during_a_read_and_an_emptied_source(
+    settings_factory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import service.pipeline as pipeline
+
+    a = tmp_path / "a.jsonl"
+    a.write_text(json.dumps({"id": "X", "title": "TitleA", "text": "Xerus digs."}) + "\n", encoding="utf-8")
+    b = tmp_path / "b.jsonl"
+    b.write_text(json.dumps({"id": "X", "title": "TitleB", "text": "Xerus digs."}) + "\n", encoding="utf-8")
+    settings = settings_factory(corpus=[a, b])
+    first = ensure_index(settings, show_progress=False)
+    os.utime(a, ns=(a.stat().st_atime_ns, a.stat().st_mtime_ns + 10**9))
+    assert ensure_index(settings, show_progress=False).path == first.path  # one id in two paths: a touch is no edit
+
+    # an edit made while the sources are being read is applied at the next start, not recorded as seen
+    real_read = pipeline.read_sources
+
+    def read_then_edit(paths, progress, later_wins=False):  # noqa: ANN001, ANN202
+        corpus = real_read(paths, progress, later_wins)
+        b.write_text(json.dumps({"id": "X", "title": "TitleB", "text": "Xerus digs deeper."}) + "\n", encoding="utf-8")
+        return corpus
+
+    with monkeypatch.context() as patch:
+        patch.setattr(pipeline, "read_sources", read_then_edit)
+        os.utime(a, ns=(a.stat().st_atime_ns, a.stat().st_mtime_ns + 2 * 10**9))
+        ensure_index(settings, show_progress=False)
+    assert "deeper" in ensure_index(settings, show_progress=False).documents["X"].text
+
+    a.write_text("", encoding="utf-8")  # an emptied source: served as it is, no failed start
+    served = ensure_index(settings, show_progress=False)
+    assert "deeper" in served.documents["X"].text
