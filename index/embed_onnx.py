@@ -73,8 +73,8 @@ class OnnxEmbedder:
         workers: forward passes run at once, each on one core (one onnxruntime intra-op thread; ``session.run``
             releases the GIL and is thread-safe); 0 = every core this process may use. Data parallelism beats
             splitting one small pass over cores: on 2 idle cores (export recipe 1), 2 workers x 1 thread encoded
-            162 passages/s of ~96 word pieces, 1 pass x 2 intra-op threads 96/s, 1 x 1 84/s (``bench/RESULTS.md``). A single text (a query) runs as
-            one pass on one core.
+            162 passages/s of ~96 word pieces, 1 pass x 2 intra-op threads 96/s, 1 x 1 84/s (``bench/RESULTS.md``).
+            A single text (a query) runs as one pass on one core.
 
     Attributes:
         dim: embedding dimension (384), read from the model's output shape.

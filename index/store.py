@@ -116,7 +116,7 @@ class IndexStore:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.versions = self.root / "versions"
-        self._lock: FileLock | None = None
+        self._lock = FileLock(str(self.root / "write.lock"))  # the file is made on first acquire
 
     @contextmanager
     def writing(self) -> Iterator[None]:
@@ -125,8 +125,6 @@ class IndexStore:
         other threads wait for it instead of committing over each other's changes. Reentrant in one thread for one
         store; released when the block ends or the process dies. Logs once when it has to wait."""
         self.root.mkdir(parents=True, exist_ok=True)
-        if self._lock is None:
-            self._lock = FileLock(str(self.root / "write.lock"))
         try:
             self._lock.acquire(timeout=0)
         except Timeout:

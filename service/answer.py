@@ -121,7 +121,8 @@ def build_messages(
     more reliably; fence markers inside documents are neutralised so a passage cannot close its own quote."""
     blocks = []
     for n, result in enumerate(passages, start=1):
-        text = fold(texts[n - 1] if texts is not None else result.passage.text).replace("<<<", "‹‹‹").replace(">>>", "›››")
+        shown = texts[n - 1] if texts is not None else result.passage.text
+        text = fold(shown).replace("<<<", "‹‹‹").replace(">>>", "›››")
         name = coined_name(result.document.text)
         blocks.append(f"[{n}] {name + ', ' if name else ''}from \"{result.document.label}\":\n<<<{text}>>>")
     user = "Passages:\n\n" + "\n\n".join(blocks) + f"\n\nQuestion: {question}\nAnswer:"

@@ -197,15 +197,24 @@ def source_manifest(
 
 def sources_unchanged(manifest: dict[str, Any], paths: list[Path]) -> bool:
     """True when every source's files have the sizes and modification times recorded (``source_signatures``, or
-    the single ``source_signature`` of an index written before signatures were kept by source)."""
-    if "source_signatures" not in manifest:
-        return manifest.get("source_signature") == source_signature(paths)
-    recorded = manifest["source_signatures"]
-    return all(recorded.get(str(Path(p).resolve())) == source_signature([p]) for p in paths)
+    the single ``source_signature`` of an index written before signatures were kept by source); False too when a
+    source is gone or cannot be listed."""
+    try:
+        if not all(p.exists() for p in paths):
+            return False
+        if "source_signatures" not in manifest:
+            return manifest.get("source_signature") == source_signature(paths)
+        recorded = manifest["source_signatures"]
+        return all(recorded.get(str(Path(p).resolve())) == source_signature([p]) for p in paths)
+    except IngestError:
+        return False
 
 
-def source_changes(index: LoadedIndex, paths: list[Path], corpus: Corpus) -> tuple[list[Document], list[str]]:
-    """What re-reading the sources changes: ``(upserts, deletes)``.
+def source_changes(
+    index: LoadedIndex, paths: list[Path], corpus: Corpus, records: Records
+) -> tuple[list[Document], list[str]]:
+    """What re-reading the sources changes: ``(upserts, deletes)``; ``records`` is :func:`records_by_source` of
+    ``corpus``.
 
     Only records that changed in the files since they were recorded count: new ids, and records whose fingerprint
     differs, are upserted; recorded ids that left the files (and are still indexed) are deleted. A document the API
@@ -216,7 +225,7 @@ def source_changes(index: LoadedIndex, paths: list[Path], corpus: Corpus) -> tup
     manifest = index.manifest
     known = "source_records" in manifest or "source_documents" in manifest
     recorded = _flatten(recorded_sources(manifest) if known else {"": dict.fromkeys(index.documents)}, order)
-    current = _flatten(records_by_source(paths, corpus), order)
+    current = _flatten(records, order)
     upserts = [
         doc for doc in corpus.documents
         if doc.doc_id not in recorded or recorded[doc.doc_id] not in (None, current[doc.doc_id])
@@ -302,7 +311,7 @@ def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
     if index is None:
         return build(settings, list(settings.corpus), show_progress=show_progress)
     paths = [Path(p) for p in index.manifest.get("sources", settings.corpus)]
-    if index.config == wanted_config and _unchanged(index.manifest, paths):
+    if index.config == wanted_config and sources_unchanged(index.manifest, paths):
         return index
     with store.writing():  # the live version, the sources and the records are read and replaced in one step
         if store.current() != index.path:  # another writer committed meanwhile
@@ -316,16 +325,13 @@ def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
             log.warning("the index's sources cannot be read (%s); serving the index as it is, not following them", exc)
             if index.config == wanted_config:
                 return index
-            log.info("index settings changed since the index was built; rebuilding its documents as they are")
-            with indexing_embedder(settings, embedder) as encoder:
-                build_index(
-                    list(index.documents.values()), store, encoder, make_chunker(settings, embedder), wanted_config,
-                    show_progress=show_progress, dense_kind=settings.dense_index,
-                    extra_manifest={k: v for k, v in index.manifest.items() if k.startswith(("source", "skipped"))},
-                )  # the sources stay recorded, so they are followed again once readable
-            return store.load()
-        upserts, deletes = source_changes(index, paths, corpus)
-        extra = source_manifest(paths, records_by_source(paths, corpus), corpus.skipped, signatures)
+            upserts, deletes = [], []
+            # the sources stay recorded as they were, so they are followed again once readable
+            extra = {k: v for k, v in index.manifest.items() if k.startswith(("source", "skipped"))}
+        else:
+            records = records_by_source(paths, corpus)
+            upserts, deletes = source_changes(index, paths, corpus, records)
+            extra = source_manifest(paths, records, corpus.skipped, signatures)
         with build_progress(show_progress) as progress, indexing_embedder(settings, embedder) as encoder:
             if index.config != wanted_config:
                 log.info("index settings changed since the index was built; rebuilding (%d source records new or "
@@ -348,14 +354,6 @@ def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
                 extra_manifest=extra, progress=progress, dense_kind=settings.dense_index,
             )
     return store.load()
-
-
-def _unchanged(manifest: dict[str, Any], paths: list[Path]) -> bool:
-    """:func:`sources_unchanged`, False when a source is gone or cannot be listed."""
-    try:
-        return all(p.exists() for p in paths) and sources_unchanged(manifest, paths)
-    except IngestError:
-        return False
 
 
 def open_retriever(settings: Settings, index: LoadedIndex) -> Retriever:

@@ -135,12 +135,13 @@ def test_a_re_added_source_replaces_its_records(settings_factory, tmp_path: Path
 
 def test_an_index_from_before_record_fingerprints_keeps_api_edits(tmp_path: Path) -> None:
     from index.ingest import make_document, read_corpus
-    from service.pipeline import source_changes
+    from service.pipeline import records_by_source, source_changes
 
     a = _jsonl(tmp_path / "a.jsonl", [("X", "Xylofoam compresses caches."), ("N", "Newt is new in the file.")])
     api_x = make_document("Xylofoam as edited through the API.", "", "X")
     legacy = type("Index", (), {"manifest": {"source_documents": ["X", "Z"]}, "documents": {"X": api_x, "Z": api_x}})
-    upserts, deletes = source_changes(legacy, [a], read_corpus([a], later_wins=True))  # type: ignore[arg-type]
+    corpus = read_corpus([a], later_wins=True)
+    upserts, deletes = source_changes(legacy, [a], corpus, records_by_source([a], corpus))  # type: ignore[arg-type]
     assert [d.doc_id for d in upserts] == ["N"] and deletes == ["Z"]  # X's record: unknown, so left as the API made it
 
 
