@@ -130,21 +130,33 @@ def build_messages(
 
 
 _PASSAGE_REFERENCE = re.compile(r"\b[Pp]assages?\s*\[(\d+)\]")
+# A bare marker standing for a paper: after a preposition or conjunction ("used in [1] and [2]"), not after the
+# claim it supports ("uses flow matching [2]").
+_BARE_REFERENCE = re.compile(r"\b((?:in|by|and|or|from|both)\s+)\[(\d+)\]", re.IGNORECASE)
 
 
-def name_references(text: str, passages: list[SearchResult]) -> str:
+def name_references(text: str, passages: list[SearchResult], bare: bool = False) -> str:
     """``text`` with "Passage [n]" written as the name passage ``n``'s abstract coins (``"ASMC [2]"``), where it
     coins one (:func:`~service.context.coined_name`); other references and out-of-range numbers are left as they are.
+    With ``bare``, a marker standing for a paper after a preposition or conjunction is named too (``"used in [1]
+    and [2]"`` -> ``"used in [1] and ASMC [2]"``): for "which papers" questions (:func:`asks_which_papers`).
 
     The model names papers "Passage [n]" although told not to; an answer such as "Passage [1] and Passage [2] study
     KV caches." then says which papers only through its markers."""
 
+    def coined(n: int) -> str | None:
+        return coined_name(passages[n - 1].document.text) if 1 <= n <= len(passages) else None
+
     def name(match: re.Match[str]) -> str:
         n = int(match.group(1))
-        coined = coined_name(passages[n - 1].document.text) if 1 <= n <= len(passages) else None
-        return f"{coined} [{n}]" if coined else match.group(0)
+        return f"{called} [{n}]" if (called := coined(n)) else match.group(0)
 
-    return _PASSAGE_REFERENCE.sub(name, text)
+    def name_bare(match: re.Match[str]) -> str:
+        n = int(match.group(2))
+        return f"{match.group(1)}{called} [{n}]" if (called := coined(n)) else match.group(0)
+
+    text = _PASSAGE_REFERENCE.sub(name, text)
+    return _BARE_REFERENCE.sub(name_bare, text) if bare else text
 
 
 def _cited_numbers(group: str) -> list[int]:
@@ -461,7 +473,7 @@ class Answerer:
         completion = self.generator.chat(build_messages(question, passages, texts), self.max_tokens, guarded)
         timings.update(prompt=completion.prompt_ms, generate=completion.generate_ms)
         raw = completion.text.strip()
-        named = name_references(raw, passages)
+        named = name_references(raw, passages, bare=asks_which_papers(question))
         if is_refusal(raw):
             answer = self._abstain(question, passages, "the passages do not contain the answer", timings, started, raw)
         elif not states_something(named if asks_which_papers(question) else raw):

@@ -75,6 +75,16 @@ def test_passage_references_are_rewritten_with_coined_names() -> None:
     )
 
 
+def test_bare_markers_standing_for_papers_are_named_for_which_papers_questions() -> None:
+    unnamed = _result(Document("b", "", "Sequential Monte Carlo for data assimilation.", "b"), 0, 0, 44, 1, 0.4)
+    named = _result(Document("a", "", "We propose ASMC, a sampler.", "a"), 0, 0, 26, 2, 0.5)
+    text = "Sequential Monte Carlo is used in [1] and [2]. ASMC resamples particles [2]."
+    assert name_references(text, [unnamed, named], bare=True) == (
+        "Sequential Monte Carlo is used in [1] and ASMC [2]. ASMC resamples particles [2]."
+    )
+    assert name_references(text, [unnamed, named]) == text  # bare markers are left alone unless asked
+
+
 def test_which_papers_questions_are_recognised() -> None:
     from service.answer import asks_which_papers
 
