@@ -5,9 +5,9 @@ Formats, chosen by file name:
 * ``*.txt``: an abstract list: an optional header line (e.g. ``ICML 2026 论文列表``) followed by a blank line,
   then one abstract per paragraph, paragraphs separated by blank lines. No titles or ids: ids are derived from
   the normalised text (:func:`text_doc_id`), so they are stable across rebuilds and independent of file order.
-* ``*.jsonl`` / ``*.jsonl.gz``: one JSON object per line with ``id`` or ``_id`` (optional; derived from the text
-  when absent), ``title`` (optional), ``text`` or ``abstract`` (required), and optional ``venue``, ``year``,
-  ``url``, ``authors``. BEIR's ``corpus.jsonl`` (``_id``, ``title``, ``text``) is this format.
+* ``*.jsonl`` / ``*.jsonl.gz``: one JSON object per line with ``id`` or ``_id`` (optional, a string or an integer
+  read as its decimal string; derived from the text when absent), ``title`` (optional), ``text`` or ``abstract``
+  (required), and optional ``venue``, ``year``, ``url``, ``authors``. BEIR's ``corpus.jsonl`` (``_id``, ``title``, ``text``) is this format.
 
 Every error names the file and the 1-based line. Rules:
 
@@ -230,6 +230,8 @@ def _jsonl_documents(path: Path, text: str) -> Iterator[Document]:
         except UnicodeEncodeError as exc:
             raise IngestError(str(path), f"text holds a character that is not valid Unicode ({exc.reason})", lineno) from exc
         given_id = record.get("id", record.get("_id"))
+        if given_id is not None and (isinstance(given_id, bool) or not isinstance(given_id, str | int)):
+            raise IngestError(str(path), "'id' must be a string or an integer", lineno)
         meta = {key: record[key] for key in META_FIELDS if record.get(key) not in (None, "")}
         meta.update(source=path.name, line=lineno)
         yield make_document(body, title, str(given_id) if given_id not in (None, "") else None, meta)

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 from pydantic import ValidationError
@@ -21,6 +21,9 @@ from rich.table import Table
 
 from index.errors import CiteragError
 from service.settings import PROJECT_ROOT, Settings
+
+if TYPE_CHECKING:
+    from index.backend import WriteReport
 
 app = typer.Typer(
     name="citerag",
@@ -96,6 +99,14 @@ def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log prog
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
 
+def write_summary(report: WriteReport) -> str:
+    """One line saying what a write changed: ``"3 added, 1 replaced, 0 metadata updated, 37 unchanged (14 passages
+    embedded)"`` (the passages part only when some were embedded)."""
+    line = (f"{len(report.added)} added, {len(report.replaced)} replaced, {len(report.updated)} metadata updated, "
+            f"{len(report.unchanged)} unchanged")
+    return f"{line} ({report.passages_embedded} passages embedded)" if report.passages_embedded else line
+
+
 @app.command("index")
 @one_line_errors
 def index_command(
@@ -107,7 +118,7 @@ def index_command(
 ) -> None:
     """Build the index from PATHS (default: the shipped ICML 2026 corpus), replacing the live one atomically.
     With --add, only new and changed documents are embedded and the others are kept."""
-    from service.pipeline import build, index_notes
+    from service.pipeline import add_sources, build, index_notes
 
     if add and not paths:
         _fail("--add needs PATHS: the files or directories to add")
@@ -117,10 +128,13 @@ def index_command(
         from service.pipeline import open_milvus_backend
 
         report = open_milvus_backend(settings).add_documents(load_documents(paths or settings.corpus))
-        console.print(f"milvus: {len(report.added)} added, {len(report.replaced)} replaced, "
-                      f"{len(report.unchanged)} unchanged ({report.passages_embedded} passages embedded)")
+        console.print(f"milvus: {write_summary(report)}")
         return
-    index = build(settings, paths or settings.corpus, add=add)
+    if add:
+        index, report = add_sources(settings, paths or [])
+        console.print(write_summary(report))
+    else:
+        index = build(settings, paths or settings.corpus)
     console.print(f"indexed {len(index.documents)} documents, {len(index.passages)} passages into {index.path}")
     for note in index_notes(index):
         console.print(note)

@@ -22,7 +22,7 @@ from index.embedded import EmbeddedBackend
 from index.errors import IngestError
 from index.ingest import Corpus, read_corpus, source_files
 from index.progress import build_progress
-from index.backend import Searcher
+from index.backend import Searcher, WriteReport
 from index.retrieve import Retriever
 from index.store import IndexConfig, IndexStore, LoadedIndex
 from index.types import Document
@@ -238,8 +238,8 @@ def build(settings: Settings, paths: list[Path], show_progress: bool = True, add
     """Ingest ``paths`` and write a new live index version under ``settings.index_dir``.
 
     Args:
-        add: keep the live documents and add (or replace, by id) those of ``paths``, embedding only new and changed
-            passages; ``paths`` join the index's sources. Without it the index holds exactly ``paths``' documents.
+        add: keep the live documents and add (or replace, by id) those of ``paths`` (:func:`add_sources`). Without
+            it the index holds exactly ``paths``' documents.
 
     Records without text are skipped and listed in the manifest under ``skipped`` (see :func:`index_notes`); when no
     document is left, or ``paths`` is empty, the new version is an empty index, which is served as such.
@@ -247,6 +247,26 @@ def build(settings: Settings, paths: list[Path], show_progress: bool = True, add
     Raises:
         IngestError: a source file is bad (nothing is written; the previous index stays live).
     """
+    return _ingest(settings, paths, show_progress, add)[0]
+
+
+def add_sources(settings: Settings, paths: list[Path], show_progress: bool = True) -> tuple[LoadedIndex, WriteReport]:
+    """Add (or replace, by id) the documents of ``paths`` in the live index, embedding only new and changed
+    passages; ``paths`` join the index's sources (what ``citerag index --add`` does). With no live index, the index
+    is built from ``paths``.
+
+    Returns:
+        ``(index, report)``: the live index after the write, and what changed (a new index reports every document
+        as added).
+
+    Raises:
+        IngestError: a source file is bad (nothing is written; the previous index stays live).
+    """
+    return _ingest(settings, paths, show_progress, add=True)
+
+
+def _ingest(settings: Settings, paths: list[Path], show_progress: bool, add: bool) -> tuple[LoadedIndex, WriteReport]:
+    """:func:`build` (``add=False``) or :func:`add_sources` (``add=True``)."""
     store = IndexStore(settings.index_dir)
     store.ensure_writable()
     with build_progress(show_progress) as progress:
@@ -263,6 +283,7 @@ def build(settings: Settings, paths: list[Path], show_progress: bool = True, add
                     extra_manifest=source_manifest(paths, records_by_source(paths, corpus), corpus.skipped, signatures),
                     dense_kind=settings.dense_index,
                 )
+                report = WriteReport(added=[d.doc_id for d in documents])
             else:
                 with store.writing():  # the sources recorded are read and extended in the same update
                     manifest = store.manifest()
@@ -276,7 +297,7 @@ def build(settings: Settings, paths: list[Path], show_progress: bool = True, add
                     # only the added sources' signatures are new: a pending edit of another source stays pending
                     signatures = {**manifest.get("source_signatures", {}), **signatures}
                     extra = source_manifest([Path(p) for p in sources], records, corpus.skipped, signatures)
-                    path, _ = update_index(
+                    path, report = update_index(
                         store, encoder, chunker, config, upserts=documents, extra_manifest=extra,
                         progress=progress, dense_kind=settings.dense_index,
                     )
@@ -285,7 +306,7 @@ def build(settings: Settings, paths: list[Path], show_progress: bool = True, add
     index = store.load()
     for note in index_notes(index):
         log.info("%s (%s)", note, index.path)
-    return index
+    return index, report
 
 
 def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:

@@ -188,7 +188,10 @@ class DocumentIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str | None = Field(None, min_length=1, max_length=200, description="Stable id; replaces a document with it.")
+    id: str | None = Field(
+        None, min_length=1, max_length=200,
+        description="Stable id; replaces a document with it. An integer is taken as its decimal string, as in JSONL files.",
+    )
     title: str = Field("", max_length=1000)
     text: str = Field(..., min_length=1, max_length=MAX_DOCUMENT_CHARS, description="The abstract (any Unicode).")
     venue: str | None = Field(None, max_length=200)
@@ -197,6 +200,12 @@ class DocumentIn(BaseModel):
     authors: list[str] | None = Field(None, max_length=500)
 
     _check_text = field_validator("text")(_not_blank)
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _integer_id_as_string(cls, value: Any) -> Any:
+        """``7`` -> ``"7"``: ``citerag index`` reads a JSONL record's numeric id that way (booleans stay invalid)."""
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
     @field_validator("id", "title", "venue", "url")
     @classmethod

@@ -45,6 +45,22 @@ def test_index_of_records_without_text_builds_an_empty_index_and_says_so(tmp_pat
     assert search.exit_code == 0 and json.loads(search.stdout)["results"] == []
 
 
+@pytest.mark.slow
+def test_index_add_says_what_it_changed(tmp_path) -> None:
+    first = tmp_path / "a.jsonl"
+    first.write_text('{"id": "a", "text": "Aardvarkdb stores tensors."}\n{"id": "b", "text": "Badgernet routes packets."}\n')
+    index_dir = ["--index-dir", str(tmp_path / "idx")]
+    assert runner.invoke(app, ["index", str(first), *index_dir]).exit_code == 0
+    more = tmp_path / "b.jsonl"
+    more.write_text('{"id": "b", "text": "Badgernet v2 routes packets faster."}\n{"id": "c", "text": "Catbus caches."}\n'
+                    '{"id": "a", "text": "Aardvarkdb stores tensors."}\n')
+    result = runner.invoke(app, ["index", "--add", str(more), *index_dir])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.strip().splitlines()
+    assert lines[0] == "1 added, 1 replaced, 1 metadata updated, 0 unchanged (2 passages embedded)"  # a: now from b.jsonl
+    assert lines[1].startswith("indexed 3 documents, 3 passages into ")
+
+
 def test_index_of_a_directory_without_sources_is_an_error(tmp_path) -> None:
     (tmp_path / "empty").mkdir()
     result = runner.invoke(app, ["index", str(tmp_path / "empty"), "--index-dir", str(tmp_path / "idx")])

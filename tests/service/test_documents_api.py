@@ -63,6 +63,13 @@ def test_add_replace_and_delete_change_what_search_finds(client) -> None:
     assert client.get("/health").json()["documents"] == 19
 
 
+def test_an_integer_id_is_read_as_its_decimal_string_like_in_jsonl(client) -> None:
+    response = client.post("/documents", json=[{"id": 7, "text": "Quokkanet ranks passages."}], headers=AUTH)
+    assert response.status_code == 200 and response.json()["added"] == ["7"]
+    assert client.get("/documents/7").json()["doc_id"] == "7"
+    assert client.delete("/documents/7", headers=AUTH).json()["deleted"] == ["7"]
+
+
 def test_writes_need_the_key(client) -> None:
     missing = client.post("/documents", json=[ZORBLAX])
     assert missing.status_code == 401
@@ -83,6 +90,8 @@ def test_writes_need_the_key(client) -> None:
         ([{"text": "   "}], ["body", 0, "text"], "must contain non-whitespace text"),
         ([{"text": "x", "year": "2020"}], ["body", 0, "year"], "Input should be a valid integer"),
         ([{"text": "x", "colour": "red"}], ["body", 0, "colour"], "Extra inputs are not permitted"),
+        ([{"text": "x", "id": True}], ["body", 0, "id"], "Input should be a valid string"),
+        ([{"text": "x", "id": 1.5}], ["body", 0, "id"], "Input should be a valid string"),
         ([ZORBLAX, {**ZORBLAX, "text": "other"}], ["body", 1, "id"], "id 'zx-1' is also item 0 with other content"),
     ],
 )

@@ -118,15 +118,17 @@ def test_a_touched_or_edited_source_keeps_api_writes_and_later_adds(settings_fac
 
 
 def test_a_re_added_source_replaces_its_records(settings_factory, tmp_path: Path) -> None:
-    from service.pipeline import build
+    from service.pipeline import add_sources
 
     a = _jsonl(tmp_path / "a.jsonl", [("A", "Aardvarkdb stores tensors.")])
     settings = settings_factory(corpus=[a])
     ensure_index(settings, show_progress=False)
     t = _jsonl(tmp_path / "t.jsonl", [("Y", "Yakshave v1 trims logs.")])
-    build(settings, [t], show_progress=False, add=True)
+    _, report = add_sources(settings, [t], show_progress=False)
+    assert (report.added, report.replaced, report.unchanged) == (["Y"], [], [])
     _jsonl(t, [("Y2", "Yakshave v2 trims logs faster.")])
-    added = build(settings, [t], show_progress=False, add=True)
+    added, report = add_sources(settings, [t], show_progress=False)
+    assert (report.added, report.passages_embedded) == (["Y2"], 1)
     assert {"Y", "Y2"} <= set(added.documents)  # --add adds; it does not remove Y
     assert added.manifest["source_records"][str(t.resolve())].keys() == {"Y2"}
     os.utime(a, ns=(a.stat().st_atime_ns, a.stat().st_mtime_ns + 10**9))  # an unrelated touch deletes nothing
