@@ -6,7 +6,7 @@ Formats, chosen by file name:
   then one abstract per paragraph, paragraphs separated by blank lines. No titles or ids: ids are derived from
   the normalised text (:func:`text_doc_id`), so they are stable across rebuilds and independent of file order.
 * ``*.jsonl`` / ``*.jsonl.gz``: one JSON object per line with ``id`` or ``_id`` (optional, a string or an integer
-  read as its decimal string; derived from the text when absent), ``title`` (optional), ``text`` or ``abstract``
+  read as its decimal string, :func:`given_doc_id`; derived from the text when absent or empty), ``title`` (optional), ``text`` or ``abstract``
   (required), and optional ``venue``, ``year``, ``url``, ``authors``. BEIR's ``corpus.jsonl`` (``_id``, ``title``, ``text``) is this format.
 
 Every error names the file and the 1-based line. Rules:
@@ -39,6 +39,33 @@ from index.types import Document
 SUPPORTED_SUFFIXES = (".txt", ".jsonl", ".jsonl.gz")
 META_FIELDS = ("venue", "year", "url", "authors")
 _HEADER_MAX_CHARS = 120
+
+
+#: Longest document id accepted (characters), from a source file or the API.
+MAX_ID_CHARS = 200
+
+
+def given_doc_id(value: Any) -> str | None:
+    """A document id as a source or an API client gives it: a string, or an integer read as its decimal string
+    (``7`` -> ``"7"``); ``None`` when absent (``None`` or ``""``: the id is then derived from the text).
+
+    Raises:
+        ValueError: another type (a boolean, a float, a list, an object), more than :data:`MAX_ID_CHARS`
+            characters, or a control character (tab, newline, ...); the message says which.
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise ValueError(f"must be a string or an integer, got {type(value).__name__}")
+    try:
+        doc_id = str(value)
+    except ValueError:  # an integer beyond Python's conversion limit (4300 digits)
+        raise ValueError(f"must be at most {MAX_ID_CHARS} characters") from None
+    if len(doc_id) > MAX_ID_CHARS:
+        raise ValueError(f"must be at most {MAX_ID_CHARS} characters, got {len(doc_id)}")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in doc_id):
+        raise ValueError("must not contain control characters (tab, newline, ...)")
+    return doc_id
 
 
 def text_doc_id(text: str) -> str:
@@ -215,6 +242,8 @@ def _jsonl_documents(path: Path, text: str) -> Iterator[Document]:
             record: Any = json.loads(line)
         except json.JSONDecodeError as exc:
             raise IngestError(str(path), f"not valid JSON: {exc.msg}", lineno) from exc
+        except ValueError:  # a number of more than 4300 digits, refused by Python's int conversion
+            raise IngestError(str(path), "a number has more than 4300 digits, too long to read", lineno) from None
         if not isinstance(record, dict):
             raise IngestError(str(path), f"expected a JSON object, got {type(record).__name__}", lineno)
         if "text" not in record and "abstract" not in record:
@@ -229,9 +258,11 @@ def _jsonl_documents(path: Path, text: str) -> Iterator[Document]:
             (body + title).encode("utf-8")
         except UnicodeEncodeError as exc:
             raise IngestError(str(path), f"text holds a character that is not valid Unicode ({exc.reason})", lineno) from exc
-        given_id = record.get("id", record.get("_id"))
-        if given_id is not None and (isinstance(given_id, bool) or not isinstance(given_id, str | int)):
-            raise IngestError(str(path), "'id' must be a string or an integer", lineno)
+        key = "id" if record.get("id") is not None else "_id"
+        try:
+            doc_id = given_doc_id(record.get(key))
+        except ValueError as exc:
+            raise IngestError(str(path), f"'{key}' {exc}", lineno) from None
         meta = {key: record[key] for key in META_FIELDS if record.get(key) not in (None, "")}
         meta.update(source=path.name, line=lineno)
-        yield make_document(body, title, str(given_id) if given_id not in (None, "") else None, meta)
+        yield make_document(body, title, doc_id, meta)

@@ -99,12 +99,17 @@ def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log prog
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
 
+def _count(n: int, noun: str) -> str:
+    """``"1 passage"``, ``"2 passages"``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def write_summary(report: WriteReport) -> str:
     """One line saying what a write changed: ``"3 added, 1 replaced, 0 metadata updated, 37 unchanged (14 passages
     embedded)"`` (the passages part only when some were embedded)."""
     line = (f"{len(report.added)} added, {len(report.replaced)} replaced, {len(report.updated)} metadata updated, "
             f"{len(report.unchanged)} unchanged")
-    return f"{line} ({report.passages_embedded} passages embedded)" if report.passages_embedded else line
+    return f"{line} ({_count(report.passages_embedded, 'passage')} embedded)" if report.passages_embedded else line
 
 
 @app.command("index")
@@ -135,7 +140,8 @@ def index_command(
         console.print(write_summary(report))
     else:
         index = build(settings, paths or settings.corpus)
-    console.print(f"indexed {len(index.documents)} documents, {len(index.passages)} passages into {index.path}")
+    console.print(f"indexed {_count(len(index.documents), 'document')}, {_count(len(index.passages), 'passage')} "
+                  f"into {index.path}")
     for note in index_notes(index):
         console.print(note)
 

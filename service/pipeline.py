@@ -277,7 +277,8 @@ def _ingest(settings: Settings, paths: list[Path], show_progress: bool, add: boo
         config = index_config(settings, embedder)
         chunker = make_chunker(settings, embedder)
         with indexing_embedder(settings, embedder) as encoder:
-            if not add or store.current() is None:
+            built = not add or store.current() is None
+            if built:
                 build_index(
                     documents, store, encoder, chunker, config, progress=progress,
                     extra_manifest=source_manifest(paths, records_by_source(paths, corpus), corpus.skipped, signatures),
@@ -304,6 +305,8 @@ def _ingest(settings: Settings, paths: list[Path], show_progress: bool, add: boo
                     if path.name == manifest_version:  # no document changed: record the sources all the same
                         store.update_manifest(extra)
     index = store.load()
+    if built:  # a new index: every passage was embedded
+        report.passages_embedded, report.version = len(index.passages), index.path.name
     for note in index_notes(index):
         log.info("%s (%s)", note, index.path)
     return index, report

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from index.backend import WriteReport
 from index.filters import compile_filters
-from index.ingest import META_FIELDS, make_document
+from index.ingest import MAX_ID_CHARS, META_FIELDS, given_doc_id, make_document
 from index.retrieve import SearchResult
 from index.types import Document
 from service.answer import Answer
@@ -189,8 +189,9 @@ class DocumentIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str | None = Field(
-        None, min_length=1, max_length=200,
-        description="Stable id; replaces a document with it. An integer is taken as its decimal string, as in JSONL files.",
+        None, max_length=MAX_ID_CHARS,
+        description="Stable id; replaces a document with it. An integer is taken as its decimal string and an empty "
+        "id as none, as in JSONL files.",
     )
     title: str = Field("", max_length=1000)
     text: str = Field(..., min_length=1, max_length=MAX_DOCUMENT_CHARS, description="The abstract (any Unicode).")
@@ -203,11 +204,11 @@ class DocumentIn(BaseModel):
 
     @field_validator("id", mode="before")
     @classmethod
-    def _integer_id_as_string(cls, value: Any) -> Any:
-        """``7`` -> ``"7"``: ``citerag index`` reads a JSONL record's numeric id that way (booleans stay invalid)."""
-        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    def _id_as_in_sources(cls, value: Any) -> str | None:
+        """The same rule as a JSONL file's id (:func:`index.ingest.given_doc_id`): ``7`` -> ``"7"``."""
+        return given_doc_id(value)
 
-    @field_validator("id", "title", "venue", "url")
+    @field_validator("title", "venue", "url")
     @classmethod
     def _no_control_characters(cls, value: str | None) -> str | None:
         if value is not None and any(ord(ch) < 32 for ch in value):

@@ -50,7 +50,8 @@ def test_index_add_says_what_it_changed(tmp_path) -> None:
     first = tmp_path / "a.jsonl"
     first.write_text('{"id": "a", "text": "Aardvarkdb stores tensors."}\n{"id": "b", "text": "Badgernet routes packets."}\n')
     index_dir = ["--index-dir", str(tmp_path / "idx")]
-    assert runner.invoke(app, ["index", str(first), *index_dir]).exit_code == 0
+    created = runner.invoke(app, ["index", "--add", str(first), *index_dir])  # no index yet: one is built
+    assert created.stdout.splitlines()[0] == "2 added, 0 replaced, 0 metadata updated, 0 unchanged (2 passages embedded)"
     more = tmp_path / "b.jsonl"
     more.write_text('{"id": "b", "text": "Badgernet v2 routes packets faster."}\n{"id": "c", "text": "Catbus caches."}\n'
                     '{"id": "a", "text": "Aardvarkdb stores tensors."}\n')

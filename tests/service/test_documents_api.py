@@ -90,8 +90,10 @@ def test_writes_need_the_key(client) -> None:
         ([{"text": "   "}], ["body", 0, "text"], "must contain non-whitespace text"),
         ([{"text": "x", "year": "2020"}], ["body", 0, "year"], "Input should be a valid integer"),
         ([{"text": "x", "colour": "red"}], ["body", 0, "colour"], "Extra inputs are not permitted"),
-        ([{"text": "x", "id": True}], ["body", 0, "id"], "Input should be a valid string"),
-        ([{"text": "x", "id": 1.5}], ["body", 0, "id"], "Input should be a valid string"),
+        ([{"text": "x", "id": True}], ["body", 0, "id"], "must be a string or an integer, got bool"),
+        ([{"text": "x", "id": 1.5}], ["body", 0, "id"], "must be a string or an integer, got float"),
+        ([{"text": "x", "id": "a" * 201}], ["body", 0, "id"], "must be at most 200 characters, got 201"),
+        ([{"text": "x", "id": "a\tb"}], ["body", 0, "id"], "must not contain control characters"),
         ([ZORBLAX, {**ZORBLAX, "text": "other"}], ["body", 1, "id"], "id 'zx-1' is also item 0 with other content"),
     ],
 )
