@@ -13,12 +13,14 @@ Citation rule (applied to the model's raw text, sentence by sentence):
    A sentence no passage supports keeps no citation.
 4. Only passages that were in the prompt can be cited; each kept citation carries its passage's exact character
    span in the source document.
+5. Then, and only then, papers are named (:func:`name_references`): a name added before checking would count as
+   support from the passage it names.
 
 Abstention: the service answers "not found in the indexed abstracts" (``abstained: true``, no citations) when
 retrieval found nothing, when the best passage's cosine similarity to the question is below
 ``min_dense_score``, when the model says the passages do not answer, when its answer states nothing beyond a
-citation ("Passage [1]", unless a "which papers" question is answered by naming them), when no citation survives checking, or when a question asking for a quantity gets an
-answer that does not give one from the passages (:func:`quantity_gap`: no number stated, or the thing counted in
+citation ("Passage [1]", unless a "which papers" question is answered by naming them), when no citation survives
+checking, or when a question asking for a quantity gets an answer that does not give one from the passages (:func:`quantity_gap`: no number stated, or the thing counted in
 "how many GPUs" appears in no cited passage).
 """
 
@@ -36,6 +38,7 @@ from index.backend import Searcher
 from index.retrieve import SearchResult
 from index.text import fold, split_sentences
 from index.tokenize import tokenize
+from index.types import Document
 from service.context import coined_name, merge_same_document, select_sentences
 from service.generator import Generator
 
@@ -130,33 +133,55 @@ def build_messages(
 
 
 _PASSAGE_REFERENCE = re.compile(r"\b[Pp]assages?\s*\[(\d+)\]")
-# A bare marker standing for a paper: after a preposition or conjunction ("used in [1] and [2]"), not after the
-# claim it supports ("uses flow matching [2]").
-_BARE_REFERENCE = re.compile(r"\b((?:in|by|and|or|from|both)\s+)\[(\d+)\]", re.IGNORECASE)
+# Bare markers standing for papers: a run of markers ("[1]", "[1, 3]", "[1][3]") after a preposition or
+# conjunction ("used in [1] and [2]") or after a comma that follows another marker ("by [1], [2] or [3]"); not
+# after the claim they support ("uses flow matching [2]").
+_BARE_REFERENCE = re.compile(
+    r"((?<![\w-])(?:in|by|and|or|from|both)\s+|(?<=\]),\s*)((?:\[\s*\d+(?:\s*[,;]\s*\d+)*\s*\])+)", re.IGNORECASE
+)
+
+
+def paper_name(document: Document) -> str | None:
+    """What an answer may call ``document``: the name its abstract coins (:func:`~service.context.coined_name`),
+    else its title in quotes, else ``None``."""
+    return coined_name(document.text) or (f'"{document.title}"' if document.title else None)
 
 
 def name_references(text: str, passages: list[SearchResult], bare: bool = False) -> str:
-    """``text`` with "Passage [n]" written as the name passage ``n``'s abstract coins (``"ASMC [2]"``), where it
-    coins one (:func:`~service.context.coined_name`); other references and out-of-range numbers are left as they are.
-    With ``bare``, a marker standing for a paper after a preposition or conjunction is named too (``"used in [1]
-    and [2]"`` -> ``"used in [1] and ASMC [2]"``): for "which papers" questions (:func:`asks_which_papers`).
+    """``text`` with "Passage [n]" written as passage ``n``'s paper name (``"ASMC [2]"``, :func:`paper_name`), where
+    it has one; other references and out-of-range numbers are left as they are. With ``bare``, markers standing
+    for papers after a preposition or conjunction are named too, unless the text already names that paper
+    (``"used in [1] and [2]"`` -> ``"used in [1] and ASMC [2]"``): for "which papers" questions
+    (:func:`asks_which_papers`).
+
+    Apply it to checked text (:func:`check_citations`): a name inserted before checking would count as support
+    from the passage it names.
 
     The model names papers "Passage [n]" although told not to; an answer such as "Passage [1] and Passage [2] study
     KV caches." then says which papers only through its markers."""
+    names = [paper_name(p.document) for p in passages]
 
-    def coined(n: int) -> str | None:
-        return coined_name(passages[n - 1].document.text) if 1 <= n <= len(passages) else None
+    def named(n: int) -> str | None:
+        return names[n - 1] if 1 <= n <= len(names) else None
 
-    def name(match: re.Match[str]) -> str:
+    def name_passage(match: re.Match[str]) -> str:
         n = int(match.group(1))
-        return f"{called} [{n}]" if (called := coined(n)) else match.group(0)
+        return f"{called} [{n}]" if (called := named(n)) else match.group(0)
+
+    passages_named = _PASSAGE_REFERENCE.sub(name_passage, text)
+    inserted: set[str] = set()  # each paper is named once
 
     def name_bare(match: re.Match[str]) -> str:
-        n = int(match.group(2))
-        return f"{match.group(1)}{called} [{n}]" if (called := coined(n)) else match.group(0)
+        numbers = list(dict.fromkeys(n for group in _CITATION.findall(match.group(2)) for n in _cited_numbers(group)))
+        new = [c if c is not None and c not in passages_named and c not in inserted else None for c in map(named, numbers)]
+        if not any(new):
+            return match.group(0)
+        inserted.update(c for c in new if c)
+        parts = [f"{c} [{n}]" if c else f"[{n}]" for c, n in zip(new, numbers, strict=True)]
+        listed = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+        return f"{match.group(1)}{listed}"
 
-    text = _PASSAGE_REFERENCE.sub(name, text)
-    return _BARE_REFERENCE.sub(name_bare, text) if bare else text
+    return _BARE_REFERENCE.sub(name_bare, passages_named) if bare else passages_named
 
 
 def _cited_numbers(group: str) -> list[int]:
@@ -164,6 +189,8 @@ def _cited_numbers(group: str) -> list[int]:
     return [int(x) for x in re.split(r"[,;]", group)]
 
 
+# A citation marker, with the "Passage " that makes it a reference to a passage ("described in Passage [1]").
+_REFERENCE_OR_CITATION = re.compile(rf"(\b[Pp]assages?\s*)?{_CITATION.pattern}")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 # Citation markers written after a sentence's full stop (". [1]"), moved before it so they stay with their sentence.
 _MARKER_AFTER_STOP = re.compile(rf"([.!?])[ \t]*((?:{_CITATION.pattern})+)")
@@ -210,7 +237,9 @@ def attribute(
 
 
 def _tidy(text: str) -> str:
-    """No space before punctuation (left where a citation marker was removed), no outer whitespace."""
+    """No space before punctuation and no dangling "and", "in" or comma ("used in [1] and." once ``[9]`` is removed,
+    "described in." once "Passage [2]" is), all left where a citation marker was removed; no outer whitespace."""
+    text = re.sub(r"(?:,|\s+(?:and|or|in|by|from))\s*(?=[.;:!?](?:\s|$))", "", text)
     return re.sub(r"\s+([.,;:!?])", r"\1", text).strip()
 
 
@@ -256,10 +285,11 @@ def check_citations(text: str, passage_texts: list[str], question: str = "") -> 
         cited.extend(n for n in kept if n not in cited)
 
         def rewrite(match: re.Match[str]) -> str:
-            return "".join(f"[{n}]" for n in dict.fromkeys(_cited_numbers(match.group(1))) if n in kept)
+            markers = "".join(f"[{n}]" for n in dict.fromkeys(_cited_numbers(match.group(2))) if n in kept)
+            return f"{match.group(1) or ''}{markers}" if markers else ""  # "Passage [n]" goes with its marker
 
         out.append(text[cursor:start])
-        rewritten = _CITATION.sub(rewrite, sentence)
+        rewritten = _REFERENCE_OR_CITATION.sub(rewrite, sentence)
         if added is not None:
             rewritten = _with_marker(rewritten, added)
         out.append(rewritten)
@@ -364,7 +394,11 @@ def quantity_gap(question: str, answer: str, cited_texts: list[str]) -> str:
     return ""
 
 
-_WHICH_PAPERS = re.compile(r"^\s*(?:which|what) (?:papers?|abstracts?|works?|studies|methods?)\b", re.IGNORECASE)
+_WHICH_PAPERS = re.compile(
+    r"^\s*(?:(?:in|from) )?which (?:of the )?(?:papers?|abstracts?|works?|stud(?:y|ies)|methods?)\b"
+    r"|^\s*what (?:papers|abstracts|works|studies|methods)\b",
+    re.IGNORECASE,
+)
 
 
 def asks_which_papers(question: str) -> bool:
@@ -473,17 +507,19 @@ class Answerer:
         completion = self.generator.chat(build_messages(question, passages, texts), self.max_tokens, guarded)
         timings.update(prompt=completion.prompt_ms, generate=completion.generate_ms)
         raw = completion.text.strip()
-        named = name_references(raw, passages, bare=asks_which_papers(question))
+        which = asks_which_papers(question)
+        clean, cited = check_citations(raw, [p.passage.text for p in passages], question)
+        named = name_references(clean, passages, bare=which)
         if is_refusal(raw):
             answer = self._abstain(question, passages, "the passages do not contain the answer", timings, started, raw)
-        elif not states_something(named if asks_which_papers(question) else raw):
+        elif not states_something(named if which else raw):
             answer = self._abstain(question, passages, "the answer states nothing beyond a citation", timings, started, raw)
-        elif not (checked := check_citations(named, [p.passage.text for p in passages], question))[1]:
+        elif not cited:
             answer = self._abstain(question, passages, "the answer cited no supporting passage", timings, started, raw)
-        elif gap := quantity_gap(question, checked[0], [passages[n - 1].passage.text for n in checked[1]]):
+        elif gap := quantity_gap(question, named, [passages[n - 1].passage.text for n in cited]):
             answer = self._abstain(question, passages, gap, timings, started, raw)
         else:
-            answer = self._answered(question, passages, checked, raw, timings, started)
+            answer = self._answered(question, passages, (named, cited), raw, timings, started)
         answer.completion_tokens = completion.completion_tokens
         return answer
 

@@ -7,7 +7,7 @@ import pytest
 
 from index.retrieve import SearchResult
 from index.types import Document, Passage
-from service.answer import claims_by_citation, name_references, supporting_span
+from service.answer import check_citations, claims_by_citation, name_references, supporting_span
 from service.context import coined_name, merge_same_document, select_sentences
 
 TEXT_A = "Alpha one. Alpha two has 28 billion parameters. Alpha three. Alpha four."
@@ -78,11 +78,34 @@ def test_passage_references_are_rewritten_with_coined_names() -> None:
 def test_bare_markers_standing_for_papers_are_named_for_which_papers_questions() -> None:
     unnamed = _result(Document("b", "", "Sequential Monte Carlo for data assimilation.", "b"), 0, 0, 44, 1, 0.4)
     named = _result(Document("a", "", "We propose ASMC, a sampler.", "a"), 0, 0, 26, 2, 0.5)
-    text = "Sequential Monte Carlo is used in [1] and [2]. ASMC resamples particles [2]."
-    assert name_references(text, [unnamed, named], bare=True) == (
-        "Sequential Monte Carlo is used in [1] and ASMC [2]. ASMC resamples particles [2]."
-    )
-    assert name_references(text, [unnamed, named]) == text  # bare markers are left alone unless asked
+    other = _result(Document("c", "", "We introduce Polaris, an embedding.", "c"), 0, 0, 34, 3, 0.5)
+    titled = _result(Document("d", "SMC samplers for BNNs", "Samplers for networks.", "d"), 0, 0, 22, 4, 0.5)
+    passages = [unnamed, named, other, titled]
+    cases = {
+        "Sequential Monte Carlo is used in [1] and [2].": "Sequential Monte Carlo is used in [1] and ASMC [2].",
+        "Used by [2], [3] or [4].": 'Used by ASMC [2], Polaris [3] or "SMC samplers for BNNs" [4].',
+        "Results from [2, 3] and [2][3].": "Results from ASMC [2] and Polaris [3] and [2][3].",  # named once only
+        "ASMC, proposed in [2], resamples.": "ASMC, proposed in [2], resamples.",  # already named: left alone
+        "A built-in [2] sampler.": "A built-in [2] sampler.",  # "-in" is not "in"
+        "ASMC resamples particles [2].": "ASMC resamples particles [2].",  # a claim's citation
+        "Used in [9].": "Used in [9].",  # out of range
+    }
+    for text, expected in cases.items():
+        assert name_references(text, passages, bare=True) == expected, text
+    assert name_references("Used in [1] and [2].", passages) == "Used in [1] and [2]."  # only when asked
+
+
+def test_names_are_inserted_after_citations_are_checked() -> None:
+    smc = _result(Document("a", "", "We propose ASMC, a Sequential Monte Carlo sampler.", "a"), 0, 0, 50, 1, 0.5)
+    kv = _result(Document("b", "", "We propose LU-KV, a KV cache eviction method.", "b"), 0, 0, 45, 2, 0.5)
+    raw = "Sequential Monte Carlo is used in [1] and [2]."
+    clean, cited = check_citations(raw, [smc.passage.text, kv.passage.text], "Which papers use Sequential Monte Carlo?")
+    assert (clean, cited) == ("Sequential Monte Carlo is used in [1].", [1])  # LU-KV shares no term: [2] goes
+    assert name_references(clean, [smc, kv], bare=True) == "Sequential Monte Carlo is used in ASMC [1]."
+    # a "Passage [n]" reference that loses its citation goes with it, and the sentence stays readable
+    described = check_citations("It is called momentum [1]. This concept is described in Passage [2].",
+                                ["Momentum SGD uses a momentum coefficient.", "We propose LU-KV."], "What is it called?")
+    assert described == ("It is called momentum [1]. This concept is described.", [1])
 
 
 def test_which_papers_questions_are_recognised() -> None:
@@ -92,6 +115,9 @@ def test_which_papers_questions_are_recognised() -> None:
     assert asks_which_papers("which abstracts are about genome language models?")
     assert not asks_which_papers("How many GPUs were used to train XR-1?")
     assert not asks_which_papers("What does GGF stand for?")
+    assert asks_which_papers("In which papers is SMC used?") and asks_which_papers("Which of the papers use SMC?")
+    assert asks_which_papers("Which study uses SMC?") and asks_which_papers("What papers use SMC?")
+    assert not asks_which_papers("What method does ASMC use for tempering?")  # asks for a technique
 
 
 def _keyword_embed(texts: list[str]) -> np.ndarray:
