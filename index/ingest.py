@@ -47,13 +47,13 @@ MAX_ID_CHARS = 200
 
 def given_doc_id(value: Any) -> str | None:
     """A document id as a source or an API client gives it: a string, or an integer read as its decimal string
-    (``7`` -> ``"7"``); ``None`` when absent (``None`` or ``""``: the id is then derived from the text).
+    (``7`` -> ``"7"``); ``None`` when absent (``None``, ``""`` or only spaces: the id is then derived from the text).
 
     Raises:
         ValueError: another type (a boolean, a float, a list, an object), more than :data:`MAX_ID_CHARS`
             characters, or a control character (tab, newline, ...); the message says which.
     """
-    if value is None or value == "":
+    if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise ValueError(f"must be a string or an integer, got {type(value).__name__}")
@@ -63,8 +63,8 @@ def given_doc_id(value: Any) -> str | None:
         raise ValueError(f"must be at most {MAX_ID_CHARS} characters") from None
     if len(doc_id) > MAX_ID_CHARS:
         raise ValueError(f"must be at most {MAX_ID_CHARS} characters, got {len(doc_id)}")
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in doc_id):
-        raise ValueError("must not contain control characters (tab, newline, ...)")
+    if any(unicodedata.category(ch) in ("Cc", "Zl", "Zp") for ch in doc_id):
+        raise ValueError("must not contain control characters or line breaks (tab, newline, U+0085, U+2028, ...)")
     return doc_id
 
 
@@ -258,7 +258,7 @@ def _jsonl_documents(path: Path, text: str) -> Iterator[Document]:
             (body + title).encode("utf-8")
         except UnicodeEncodeError as exc:
             raise IngestError(str(path), f"text holds a character that is not valid Unicode ({exc.reason})", lineno) from exc
-        key = "id" if record.get("id") is not None else "_id"
+        key = "_id" if record.get("id") in (None, "") and "_id" in record else "id"
         try:
             doc_id = given_doc_id(record.get(key))
         except ValueError as exc:

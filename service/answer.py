@@ -13,7 +13,10 @@ Citation rule (applied to the model's raw text, sentence by sentence):
    A sentence no passage supports keeps no citation.
 4. Only passages that were in the prompt can be cited; each kept citation carries its passage's exact character
    span in the source document.
-5. Then, and only then, papers are named (:func:`name_references`): a name added before checking would count as
+5. A marker that stands for a paper ("Passage [2] shows", "used in [1] and [2]") and keeps no passage is taken out
+   of its list with its joiner, or its sentence is dropped (:func:`_unlist`): deleting it alone would change what
+   the sentence says.
+6. Then, and only then, papers are named (:func:`name_references`): a name added before checking would count as
    support from the passage it names.
 
 Abstention: the service answers "not found in the indexed abstracts" (``abstained: true``, no citations) when
@@ -143,15 +146,23 @@ _BARE_REFERENCE = re.compile(
 
 def paper_name(document: Document) -> str | None:
     """What an answer may call ``document``: the name its abstract coins (:func:`~service.context.coined_name`),
-    else its title in quotes, else ``None``."""
-    return coined_name(document.text) or (f'"{document.title}"' if document.title else None)
+    else its title in quotes (brackets made round, so it cannot read as a citation), else ``None``."""
+    title = document.title.replace("[", "(").replace("]", ")")
+    return coined_name(document.text) or (f'"{title}"' if title else None)
+
+
+# Two references to passages, joined as a list: "Passage [1] and Passage [2]", "[1], [2]".
+_TWO_REFERENCES = re.compile(
+    r"((?:[Pp]assages?\s*)?\[(\d+)\])(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+)(?:[Pp]assages?\s*)?\[(\d+)\]"
+)
 
 
 def name_references(text: str, passages: list[SearchResult], bare: bool = False) -> str:
     """``text`` with "Passage [n]" written as passage ``n``'s paper name (``"ASMC [2]"``, :func:`paper_name`), where
-    it has one; other references and out-of-range numbers are left as they are. With ``bare``, markers standing
-    for papers after a preposition or conjunction are named too, unless the text already names that paper
-    (``"used in [1] and [2]"`` -> ``"used in [1] and ASMC [2]"``): for "which papers" questions
+    it has one; other references and out-of-range numbers are left as they are. Two listed references to passages
+    of one document become one (``"Passage [1] and Passage [2]"`` -> ``"LU-KV [1][2]"``). With ``bare``, markers
+    standing for papers after a preposition or conjunction are named too, each paper once and not where the text
+    already names it (``"used in [1] and [2]"`` -> ``"used in [1] and ASMC [2]"``): for "which papers" questions
     (:func:`asks_which_papers`).
 
     Apply it to checked text (:func:`check_citations`): a name inserted before checking would count as support
@@ -164,20 +175,40 @@ def name_references(text: str, passages: list[SearchResult], bare: bool = False)
     def named(n: int) -> str | None:
         return names[n - 1] if 1 <= n <= len(names) else None
 
+    def same_paper(match: re.Match[str]) -> str:
+        a, b = int(match.group(2)), int(match.group(3))
+        if 1 <= a <= len(passages) and 1 <= b <= len(passages) and a != b:
+            if passages[a - 1].document.doc_id == passages[b - 1].document.doc_id:
+                return f"{match.group(1)}[{b}]"
+        return match.group(0)
+
+    merged = text
+    while (again := _TWO_REFERENCES.sub(same_paper, merged)) != merged:  # three passages of one paper: twice
+        merged = again
+
     def name_passage(match: re.Match[str]) -> str:
         n = int(match.group(1))
         return f"{called} [{n}]" if (called := named(n)) else match.group(0)
 
-    passages_named = _PASSAGE_REFERENCE.sub(name_passage, text)
+    passages_named = _PASSAGE_REFERENCE.sub(name_passage, merged)
     inserted: set[str] = set()  # each paper is named once
+
+    def unnamed(name: str | None) -> bool:
+        present = re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", passages_named) if name else True
+        return name is not None and not present and name not in inserted
 
     def name_bare(match: re.Match[str]) -> str:
         numbers = list(dict.fromkeys(n for group in _CITATION.findall(match.group(2)) for n in _cited_numbers(group)))
-        new = [c if c is not None and c not in passages_named and c not in inserted else None for c in map(named, numbers)]
-        if not any(new):
+        by_paper: dict[str, list[int]] = {}  # a name (or "[n]" for a passage without one) -> its passage numbers
+        for n in numbers:
+            called = named(n)
+            by_paper.setdefault(called if called is not None and unnamed(called) else f"[{n}]", []).append(n)
+        if all(key.startswith("[") for key in by_paper):
             return match.group(0)
-        inserted.update(c for c in new if c)
-        parts = [f"{c} [{n}]" if c else f"[{n}]" for c, n in zip(new, numbers, strict=True)]
+        inserted.update(by_paper)
+        parts = [
+            key if key.startswith("[") else f"{key} {''.join(f'[{n}]' for n in ns)}" for key, ns in by_paper.items()
+        ]
         listed = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
         return f"{match.group(1)}{listed}"
 
@@ -189,8 +220,40 @@ def _cited_numbers(group: str) -> list[int]:
     return [int(x) for x in re.split(r"[,;]", group)]
 
 
-# A citation marker, with the "Passage " that makes it a reference to a passage ("described in Passage [1]").
-_REFERENCE_OR_CITATION = re.compile(rf"(\b[Pp]assages?\s*)?{_CITATION.pattern}")
+# What makes a citation marker stand for a paper rather than support a claim: "Passage" before it, a preposition
+# or conjunction ("used in [1] and [2]"), another marker and a comma ("by [1], [2]"), or the sentence's start.
+_REFERENCE_LEAD = re.compile(r"(?:^|(?<![\w-])(?i:passages?|in|by|from|both|and|or)|\]\s*,)\s*$")
+
+
+_LIST_JOINER = r"(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+)"
+
+
+def _unlist(sentence: str, kept: set[int]) -> str | None:
+    """``sentence`` without the markers that stand for papers (:data:`_REFERENCE_LEAD`) none of whose passages is
+    ``kept``, each taken out of its list with its joiner ("used in [1] and [2]" -> "used in [1]" when only 1 is
+    kept), or ``None`` when such a marker is not in a list with a kept one: removing it would change what the
+    sentence says ("Passage [2] uses SMC", "SMC is not used in [2]"), so the sentence cannot be mended."""
+    while True:
+        unsupported = next(
+            (
+                match
+                for match in _CITATION.finditer(sentence)
+                if _REFERENCE_LEAD.search(sentence[: match.start()]) and not set(_cited_numbers(match.group(1))) & kept
+            ),
+            None,
+        )
+        if unsupported is None:
+            return sentence
+        before, after = sentence[: unsupported.start()], sentence[unsupported.end() :]
+        if joined := re.search(rf"\]{_LIST_JOINER}(?:[Pp]assages?\s*)?$", before):  # "[1] and [2]": drop " and [2]"
+            sentence = before[: joined.start() + 1] + after
+        elif joined := re.match(rf"{_LIST_JOINER}(?=(?:[Pp]assages?\s*)?\[)", after):  # "[2] and [1]": drop "[2] and "
+            lead = re.search(r"(?:[Pp]assages?\s*)?$", before)
+            sentence = before[: lead.start() if lead else len(before)] + after[joined.end() :]
+        else:
+            return None
+
+
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 # Citation markers written after a sentence's full stop (". [1]"), moved before it so they stay with their sentence.
 _MARKER_AFTER_STOP = re.compile(rf"([.!?])[ \t]*((?:{_CITATION.pattern})+)")
@@ -237,9 +300,7 @@ def attribute(
 
 
 def _tidy(text: str) -> str:
-    """No space before punctuation and no dangling "and", "in" or comma ("used in [1] and." once ``[9]`` is removed,
-    "described in." once "Passage [2]" is), all left where a citation marker was removed; no outer whitespace."""
-    text = re.sub(r"(?:,|\s+(?:and|or|in|by|from))\s*(?=[.;:!?](?:\s|$))", "", text)
+    """No space before punctuation (left where a citation marker was removed), no outer whitespace."""
     return re.sub(r"\s+([.,;:!?])", r"\1", text).strip()
 
 
@@ -279,21 +340,24 @@ def check_citations(text: str, passage_texts: list[str], question: str = "") -> 
         ]
         if kept and not numbers <= set().union(*(passage_numbers[n - 1] for n in kept)):
             kept = []  # the sentence states a number that none of its passages contains
+        out.append(text[cursor:start])
+        cursor = end
+        mended = _unlist(sentence, set(kept))
+        if mended is None:
+            continue  # a paper the sentence names by its marker is not supported, outside a list: dropped
+        sentence = mended
         added = None
         if not kept and (best := attribute(terms - asked, numbers, passage_terms, passage_numbers)) is not None:
             kept, added = [best], best
         cited.extend(n for n in kept if n not in cited)
 
         def rewrite(match: re.Match[str]) -> str:
-            markers = "".join(f"[{n}]" for n in dict.fromkeys(_cited_numbers(match.group(2))) if n in kept)
-            return f"{match.group(1) or ''}{markers}" if markers else ""  # "Passage [n]" goes with its marker
+            return "".join(f"[{n}]" for n in dict.fromkeys(_cited_numbers(match.group(1))) if n in kept)
 
-        out.append(text[cursor:start])
-        rewritten = _REFERENCE_OR_CITATION.sub(rewrite, sentence)
+        rewritten = _CITATION.sub(rewrite, sentence)
         if added is not None:
             rewritten = _with_marker(rewritten, added)
         out.append(rewritten)
-        cursor = end
     out.append(text[cursor:])
     clean = _tidy(re.sub(r"[ \t]{2,}", " ", "".join(out)))
     return clean, cited

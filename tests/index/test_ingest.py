@@ -72,8 +72,9 @@ class TestJsonl:
 
     def test_an_integer_id_is_read_as_its_decimal_string(self, tmp_path: Path) -> None:
         path = tmp_path / "ints.jsonl"
-        path.write_text('{"_id": 7, "text": "Seven."}\n{"id": "8", "text": "Eight."}\n{"id": null, "_id": "n", "text": "N."}\n')
-        assert [d.doc_id for d in load_documents([path])] == ["7", "8", "n"]  # a null id falls back to _id
+        path.write_text('{"_id": 7, "text": "Seven."}\n{"id": "8", "text": "Eight."}\n{"id": null, "_id": "n", "text": "N."}\n'
+                        '{"id": "", "_id": "e", "text": "E."}\n')
+        assert [d.doc_id for d in load_documents([path])] == ["7", "8", "n", "e"]  # a null or empty id: _id
 
     def test_a_truncated_gzip_is_an_ingest_error(self, tmp_path: Path) -> None:
         path = tmp_path / "cut.jsonl.gz"
@@ -130,6 +131,7 @@ class TestBadInput:
             ("bad.jsonl", b'{"text": "ok"}\n{"id": true, "text": "ok"}\n', r"bad\.jsonl:2: 'id' must be a string or an integer, got bool"),
             ("bad.jsonl", b'{"text": "ok"}\n{"_id": [1], "text": "ok"}\n', r"bad\.jsonl:2: '_id' must be a string or an integer, got list"),
             ("bad.jsonl", b'{"id": "a\\tb", "text": "ok"}\n', r"bad\.jsonl:1: 'id' must not contain control characters"),
+            ("bad.jsonl", b'{"id": "a\\u2028b", "text": "ok"}\n', r"bad\.jsonl:1: 'id' must not contain control characters"),
             ("bad.jsonl", b'{"id": ' + b"9" * 5000 + b', "text": "ok"}\n', r"bad\.jsonl:1: a number has more than 4300 digits"),
             ("empty.txt", b"  \n\n", r"empty\.txt: file is empty"),
             ("header.txt", b"ICML 2026\n\n  \n", r"header\.txt:1: only a header line"),

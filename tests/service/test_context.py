@@ -102,10 +102,39 @@ def test_names_are_inserted_after_citations_are_checked() -> None:
     clean, cited = check_citations(raw, [smc.passage.text, kv.passage.text], "Which papers use Sequential Monte Carlo?")
     assert (clean, cited) == ("Sequential Monte Carlo is used in [1].", [1])  # LU-KV shares no term: [2] goes
     assert name_references(clean, [smc, kv], bare=True) == "Sequential Monte Carlo is used in ASMC [1]."
-    # a "Passage [n]" reference that loses its citation goes with it, and the sentence stays readable
+    # a paper named by its marker and not supported: taken out of its list, or the sentence dropped (editing the
+    # sentence would change what it says)
+    texts = [smc.passage.text, kv.passage.text, "We propose Polaris, a Sequential Monte Carlo embedding."]
+    question = "Which papers use Sequential Monte Carlo?"
+    cases = {
+        "Sequential Monte Carlo is used in [2] and [1].": "Sequential Monte Carlo is used in [1].",
+        "Sequential Monte Carlo is used by [1], [2] or [3].": "Sequential Monte Carlo is used by [1] or [3].",
+        "Passage [2] and Passage [1] use Sequential Monte Carlo.": "Passage [1] use Sequential Monte Carlo.",
+        "Passage [2] uses Sequential Monte Carlo. ASMC resamples [1].": "ASMC resamples [1].",
+        "Sequential Monte Carlo is not used in [2]. ASMC is a Sequential Monte Carlo sampler [1].": (
+            "ASMC is a Sequential Monte Carlo sampler [1]."
+        ),
+        "In [2], Sequential Monte Carlo is used.": "",
+        "Users log in. Sequential Monte Carlo is used by [1].": "Users log in. Sequential Monte Carlo is used by [1].",
+    }
+    for raw, expected in cases.items():
+        assert check_citations(raw, texts, question)[0] == expected, raw
     described = check_citations("It is called momentum [1]. This concept is described in Passage [2].",
                                 ["Momentum SGD uses a momentum coefficient.", "We propose LU-KV."], "What is it called?")
-    assert described == ("It is called momentum [1]. This concept is described.", [1])
+    assert described == ("It is called momentum [1].", [1])
+
+
+def test_listed_passages_of_one_paper_are_named_once() -> None:
+    first = _result(Document("k", "", "We propose LU-KV, a KV cache eviction method.", "k"), 0, 0, 45, 1, 0.5)
+    second = _result(Document("k", "", "We propose LU-KV, a KV cache eviction method.", "k"), 0, 0, 45, 2, 0.4)
+    other = _result(Document("m", "", "We present Sequential Monte Carlo for all.", "m"), 0, 0, 40, 3, 0.3)
+    assert name_references("Passage [1] and Passage [2] study KV caches.", [first, second]) == "LU-KV [1][2] study KV caches."
+    assert name_references("Used in [1], [2] and [3].", [first, second, other], bare=True) == "Used in LU-KV [1][2] and [3]."
+    v1 = _result(Document("v", "", "We propose V1, a verifier.", "v"), 0, 0, 26, 1, 0.5)
+    # a name inside another name is not the paper's name: "V1" in "V1-Infer" does not count as naming V1
+    assert name_references("V1-Infer is used in [1].", [v1], bare=True) == "V1-Infer is used in V1 [1]."
+    bracketed = _result(Document("t", "Results [1] revisited", "Plain text.", "t"), 0, 0, 11, 1, 0.5)
+    assert name_references("Passage [1] says so.", [bracketed]) == '"Results (1) revisited" [1] says so.'
 
 
 def test_which_papers_questions_are_recognised() -> None:
