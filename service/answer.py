@@ -42,7 +42,7 @@ from index.retrieve import SearchResult
 from index.text import fold, split_sentences
 from index.tokenize import tokenize
 from index.types import Document
-from service.context import coined_name, merge_same_document, select_sentences
+from service.context import coined_name, merge_same_document, names_in, select_sentences
 from service.generator import Generator
 
 NOT_FOUND = "Not found in the indexed abstracts."
@@ -66,7 +66,9 @@ SYSTEM_PROMPT = (
 # Words that carry no claim of their own (answer particles, references to the passages), as BM25 tokens.
 _NON_CONTENT = frozenset(tokenize("yes no true false correct incorrect passage passages answer according"))
 _YES_NO = frozenset(tokenize("yes no"))
-_CITATION = re.compile(r"\[\s*(\d+(?:\s*[,;]\s*\d+)*)\s*\]")
+_CITATION = re.compile(r"\[\s*(\d{1,6}(?:\s*[,;]\s*\d{1,6})*)\s*\]")
+# A range of passages, "[1-3]", written out as "[1, 2, 3]" before checking.
+_CITATION_RANGE = re.compile(r"\[\s*(\d{1,2})\s*[-–]\s*(\d{1,2})\s*\]")
 _NOT_FOUND_PHRASES = re.compile(
     r"\bnot found\b|\b(?:passages?|abstracts?|context) (?:do|does) not (?:contain|provide|mention|say)"
     r"|\bno (?:information|mention)\b|\bcannot be (?:answered|determined)\b"
@@ -176,6 +178,8 @@ def name_references(text: str, passages: list[SearchResult], bare: bool = False)
         return names[n - 1] if 1 <= n <= len(names) else None
 
     def same_paper(match: re.Match[str]) -> str:
+        if not (match.group(1)[0] in "Pp" or _REFERENCE_LEAD.search(match.string[: match.start()])):
+            return match.group(0)  # "a sampler [1], and [2] reports": a claim's citation, then a new subject
         a, b = int(match.group(2)), int(match.group(3))
         if 1 <= a <= len(passages) and 1 <= b <= len(passages) and a != b:
             if passages[a - 1].document.doc_id == passages[b - 1].document.doc_id:
@@ -221,8 +225,12 @@ def _cited_numbers(group: str) -> list[int]:
 
 
 # What makes a citation marker stand for a paper rather than support a claim: "Passage" before it, a preposition
-# or conjunction ("used in [1] and [2]"), another marker and a comma ("by [1], [2]"), or the sentence's start.
-_REFERENCE_LEAD = re.compile(r"(?:^|(?<![\w-])(?i:passages?|in|by|from|both|and|or)|\]\s*,)\s*$")
+# or conjunction ("used in [1] and [2]", "better than [3]", "(see [3])"), another marker and a comma ("by [1],
+# [2]"), an opening bracket, or the sentence's start.
+_REFERENCE_LEAD = re.compile(
+    r"(?:^|(?<![\w-])(?i:passages?|in|by|from|both|either|and|or|of|than|to|with|between|unlike|like|see|versus|vs\.?"
+    r"|e\.g\.|i\.e\.|cf\.)|\]\s*,|\()\s*$"
+)
 
 
 _LIST_JOINER = r"(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+)"
@@ -248,15 +256,17 @@ def _unlist(sentence: str, kept: set[int]) -> str | None:
         if joined := re.search(rf"\]{_LIST_JOINER}(?:[Pp]assages?\s*)?$", before):  # "[1] and [2]": drop " and [2]"
             sentence = before[: joined.start() + 1] + after
         elif joined := re.match(rf"{_LIST_JOINER}(?=(?:[Pp]assages?\s*)?\[)", after):  # "[2] and [1]": drop "[2] and "
-            lead = re.search(r"(?:[Pp]assages?\s*)?$", before)
-            sentence = before[: lead.start() if lead else len(before)] + after[joined.end() :]
+            rest = after[joined.end() :]
+            lead = re.search(r"[Pp]assages?\s*$", before) if re.match(r"[Pp]assage", rest) else None
+            sentence = before[: lead.start() if lead else len(before)] + rest  # "Passages [2] and [1]": "Passages [1]"
         else:
             return None
 
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
-# Citation markers written after a sentence's full stop (". [1]"), moved before it so they stay with their sentence.
-_MARKER_AFTER_STOP = re.compile(rf"([.!?])[ \t]*((?:{_CITATION.pattern})+)")
+# Citation markers written after a sentence's full stop (". [1]"), moved before it so they stay with their sentence;
+# not markers that begin the next sentence as its subject ("[1]. [2] cuts memory").
+_MARKER_AFTER_STOP = re.compile(rf"([.!?])[ \t]*((?:{_CITATION.pattern})+)(?=\s*(?:$|[A-Z\n]))")
 
 #: Share of a sentence's content terms a passage must contain for :func:`attribute` to cite it (rule 3). At 0.5 a
 #: sentence restating the question plus its answer is attributed to the passage holding both, while an answer from
@@ -275,13 +285,18 @@ def numbers_in(text: str) -> list[str]:
 
 
 def attribute(
-    terms: set[str], numbers: set[str], passage_terms: list[set[str]], passage_numbers: list[set[str]]
+    terms: set[str],
+    numbers: set[str],
+    passage_terms: list[set[str]],
+    passage_numbers: list[set[str]],
+    names: set[str] = frozenset(),  # type: ignore[assignment] - an empty default, never mutated
 ) -> int | None:
     """The passage (1-based) that best supports a sentence with content ``terms`` and stated ``numbers``, or ``None``
     when none does clearly (rule 3 of the module docstring).
 
-    A passage qualifies when it contains every stated number and at least :data:`MIN_ATTRIBUTION_COVERAGE` of
-    ``terms``; among those the one sharing most terms wins, ties going to the earlier (higher-ranked) passage. A
+    A passage qualifies when it contains every stated number, every term of the names the sentence states
+    (``names``, BM25 tokens of :func:`~service.context.names_in`: "LU-KV reaches 90%" is not about a passage on
+    ASMC that reaches 90%) and at least :data:`MIN_ATTRIBUTION_COVERAGE` of ``terms``; among those the one sharing most terms wins, ties going to the earlier (higher-ranked) passage. A
     sentence without content terms and numbers is attributed to nothing.
 
     >>> attribute({"eden", "28", "billion"}, {"28"}, [{"kv", "cach"}, {"eden", "28", "billion", "param"}], [set(), {"28"}])
@@ -292,7 +307,7 @@ def attribute(
     best, best_shared = None, 0
     for n, (p_terms, p_numbers) in enumerate(zip(passage_terms, passage_numbers, strict=True), start=1):
         shared = len(terms & p_terms)
-        if not numbers <= p_numbers or shared < MIN_ATTRIBUTION_COVERAGE * len(terms):
+        if not numbers <= p_numbers or not names <= p_terms or shared < MIN_ATTRIBUTION_COVERAGE * len(terms):
             continue
         if best is None or shared > best_shared:
             best, best_shared = n, shared
@@ -323,6 +338,7 @@ def check_citations(text: str, passage_texts: list[str], question: str = "") -> 
     passage_terms = [set(tokenize(p)) for p in passage_texts]
     passage_numbers = [set(numbers_in(p)) for p in passage_texts]
     asked = set(tokenize(question))
+    text = _CITATION_RANGE.sub(lambda m: f"[{', '.join(map(str, range(int(m[1]), int(m[2]) + 1)))}]", text)
     text = _MARKER_AFTER_STOP.sub(r" \2\1", text)  # "... fit. [1]" -> "... fit [1]."
     cited: list[int] = []
     out: list[str] = []
@@ -347,7 +363,8 @@ def check_citations(text: str, passage_texts: list[str], question: str = "") -> 
             continue  # a paper the sentence names by its marker is not supported, outside a list: dropped
         sentence = mended
         added = None
-        if not kept and (best := attribute(terms - asked, numbers, passage_terms, passage_numbers)) is not None:
+        names = set(tokenize(" ".join(names_in(claim))))
+        if not kept and (best := attribute(terms - asked, numbers, passage_terms, passage_numbers, names)) is not None:
             kept, added = [best], best
         cited.extend(n for n in kept if n not in cited)
 
@@ -580,7 +597,7 @@ class Answerer:
             answer = self._abstain(question, passages, "the answer states nothing beyond a citation", timings, started, raw)
         elif not cited:
             answer = self._abstain(question, passages, "the answer cited no supporting passage", timings, started, raw)
-        elif gap := quantity_gap(question, named, [passages[n - 1].passage.text for n in cited]):
+        elif gap := quantity_gap(question, clean, [passages[n - 1].passage.text for n in cited]):  # names hold digits
             answer = self._abstain(question, passages, gap, timings, started, raw)
         else:
             answer = self._answered(question, passages, (named, cited), raw, timings, started)

@@ -166,6 +166,16 @@ def coined_name(text: str) -> str | None:
     return None
 
 
+def names_in(text: str) -> list[str]:
+    """The name-shaped tokens of ``text`` (``LU-KV``, ``EDEN``, ``GPT-4``, ``V₁`` as ``V1``), the field's common
+    acronyms (``LLM``, ``KV``) left out.
+
+    >>> names_in("LU-KV beats an LLM baseline on GPT-4 outputs.")
+    ['LU-KV', 'GPT-4']
+    """
+    return [candidate for candidate in _COINED.findall(fold(text)) if _is_coined(candidate)]
+
+
 def _is_coined(candidate: str) -> bool:
     """A name-shaped token with a part of its own: not a common acronym, nor one plus lowercase words ("LLM-free")."""
     parts = re.split(r"[-–]", candidate)

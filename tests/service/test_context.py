@@ -124,6 +124,34 @@ def test_names_are_inserted_after_citations_are_checked() -> None:
     assert described == ("It is called momentum [1].", [1])
 
 
+def test_attribution_needs_the_names_the_sentence_states() -> None:
+    texts = ["We propose ASMC, a sequential Monte Carlo sampler. ASMC reaches 90% accuracy.",
+             "We introduce LU-KV, a KV cache eviction method. It cuts memory by 40%."]
+    # the number is in ASMC's passage, but the sentence is about LU-KV: no passage supports it
+    assert check_citations("LU-KV reaches 90% accuracy [2].", texts, "What accuracy does LU-KV reach?") == (
+        "LU-KV reaches 90% accuracy.", []
+    )
+    assert check_citations("ASMC reaches 90% accuracy.", texts, "What accuracy does ASMC reach?") == (
+        "ASMC reaches 90% accuracy [1].", [1]
+    )
+
+
+def test_odd_markers() -> None:
+    texts = ["We propose ASMC, a sequential Monte Carlo sampler.", "We introduce LU-KV. It cuts memory by 40%.",
+             "Graph attention networks aggregate neighbours."]
+    cases = {
+        # a marker opening the next sentence is its subject, not the previous sentence's citation
+        "ASMC is a Monte Carlo sampler [1]. [2] cuts memory by 40%.": "ASMC is a Monte Carlo sampler [1]. [2] cuts memory by 40%.",
+        "ASMC is a Monte Carlo sampler. [1]": "ASMC is a Monte Carlo sampler [1].",
+        "ASMC is a Monte Carlo sampler [1-2].": "ASMC is a Monte Carlo sampler [1].",  # a range is checked per passage
+        "Sampling is used [" + "9" * 5000 + "].": "Sampling is used [" + "9" * 5000 + "].",  # not a marker: no error
+        "ASMC is a Monte Carlo sampler, unlike [3].": "",  # "unlike [3]" names a paper: not deleted alone
+        "Passages [3] and [1] are Monte Carlo samplers.": "Passages [1] are Monte Carlo samplers.",
+    }
+    for raw, expected in cases.items():
+        assert check_citations(raw, texts, "Which papers use Monte Carlo?")[0] == expected, raw
+
+
 def test_listed_passages_of_one_paper_are_named_once() -> None:
     first = _result(Document("k", "", "We propose LU-KV, a KV cache eviction method.", "k"), 0, 0, 45, 1, 0.5)
     second = _result(Document("k", "", "We propose LU-KV, a KV cache eviction method.", "k"), 0, 0, 45, 2, 0.4)
