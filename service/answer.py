@@ -23,8 +23,8 @@ Abstention: the service answers "not found in the indexed abstracts" (``abstaine
 retrieval found nothing, when the best passage's cosine similarity to the question is below
 ``min_dense_score``, when the model says the passages do not answer, when its answer states nothing beyond a
 citation ("Passage [1]", unless a "which papers" question is answered by naming them), when no citation survives
-checking, or when a question asking for a quantity gets an answer that does not give one from the passages (:func:`quantity_gap`: no number stated, or the thing counted in
-"how many GPUs" appears in no cited passage).
+checking, or when a question asking for a quantity gets an answer that does not give one from the passages
+(:func:`quantity_gap`: no number stated, or the thing counted in "how many GPUs" appears in no cited passage).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -137,12 +138,12 @@ def build_messages(
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
-_PASSAGE_REFERENCE = re.compile(r"\b[Pp]assages?\s*\[(\d+)\]")
+_PASSAGE_REFERENCE = re.compile(r"\b[Pp]assages?\s*\[(\d{1,6})\]")
 # Bare markers standing for papers: a run of markers ("[1]", "[1, 3]", "[1][3]") after a preposition or
 # conjunction ("used in [1] and [2]") or after a comma that follows another marker ("by [1], [2] or [3]"); not
 # after the claim they support ("uses flow matching [2]").
 _BARE_REFERENCE = re.compile(
-    r"((?<![\w-])(?:in|by|and|or|from|both)\s+|(?<=\]),\s*)((?:\[\s*\d+(?:\s*[,;]\s*\d+)*\s*\])+)", re.IGNORECASE
+    rf"((?<![\w-])(?:in|by|and|or|from|both)\s+|(?<=\]),\s*)((?:{_CITATION.pattern})+)", re.IGNORECASE
 )
 
 
@@ -155,7 +156,7 @@ def paper_name(document: Document) -> str | None:
 
 # Two references to passages, joined as a list: "Passage [1] and Passage [2]", "[1], [2]".
 _TWO_REFERENCES = re.compile(
-    r"((?:[Pp]assages?\s*)?\[(\d+)\])(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+)(?:[Pp]assages?\s*)?\[(\d+)\]"
+    r"((?:[Pp]assages?\s*)?\[(\d{1,6})\])(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+)(?:[Pp]assages?\s*)?\[(\d{1,6})\]"
 )
 
 
@@ -289,15 +290,16 @@ def attribute(
     numbers: set[str],
     passage_terms: list[set[str]],
     passage_numbers: list[set[str]],
-    names: set[str] = frozenset(),  # type: ignore[assignment] - an empty default, never mutated
+    names: AbstractSet[str] = frozenset(),
 ) -> int | None:
     """The passage (1-based) that best supports a sentence with content ``terms`` and stated ``numbers``, or ``None``
     when none does clearly (rule 3 of the module docstring).
 
     A passage qualifies when it contains every stated number, every term of the names the sentence states
     (``names``, BM25 tokens of :func:`~service.context.names_in`: "LU-KV reaches 90%" is not about a passage on
-    ASMC that reaches 90%) and at least :data:`MIN_ATTRIBUTION_COVERAGE` of ``terms``; among those the one sharing most terms wins, ties going to the earlier (higher-ranked) passage. A
-    sentence without content terms and numbers is attributed to nothing.
+    ASMC that reaches 90%) and at least :data:`MIN_ATTRIBUTION_COVERAGE` of ``terms``; among those the one sharing
+    most terms wins, ties going to the earlier (higher-ranked) passage. A sentence without content terms and
+    numbers is attributed to nothing.
 
     >>> attribute({"eden", "28", "billion"}, {"28"}, [{"kv", "cach"}, {"eden", "28", "billion", "param"}], [set(), {"28"}])
     2
