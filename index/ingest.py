@@ -6,8 +6,9 @@ Formats, chosen by file name:
   then one abstract per paragraph, paragraphs separated by blank lines. No titles or ids: ids are derived from
   the normalised text (:func:`text_doc_id`), so they are stable across rebuilds and independent of file order.
 * ``*.jsonl`` / ``*.jsonl.gz``: one JSON object per line with ``id`` or ``_id`` (optional, a string or an integer
-  read as its decimal string, :func:`given_doc_id`; derived from the text when absent or empty), ``title`` (optional), ``text`` or ``abstract``
-  (required), and optional ``venue``, ``year``, ``url``, ``authors``. BEIR's ``corpus.jsonl`` (``_id``, ``title``, ``text``) is this format.
+  read as its decimal string, :func:`given_doc_id`; derived from the text when absent or empty), ``title``
+  (optional), ``text`` or ``abstract`` (required), and optional ``venue``, ``year``, ``url``, ``authors``. BEIR's
+  ``corpus.jsonl`` (``_id``, ``title``, ``text``) is this format.
 
 Every error names the file and the 1-based line. Rules:
 

@@ -138,10 +138,14 @@ def build_messages(
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
-_PASSAGE_REFERENCE = re.compile(r"\b[Pp]assages?\s*\[(\d{1,6})\]")
+# "Passage " or "passages " before a marker, and what joins two items of a list ("[1] and [2]", "[1], or [2]").
+_PASSAGE_WORD = r"[Pp]assages?\s*"
+_LIST_JOINER = r"(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+)"
+_PASSAGE_REFERENCE = re.compile(rf"\b{_PASSAGE_WORD}\[(\d{{1,6}})\]")
 # Bare markers standing for papers: a run of markers ("[1]", "[1, 3]", "[1][3]") after a preposition or
 # conjunction ("used in [1] and [2]") or after a comma that follows another marker ("by [1], [2] or [3]"); not
-# after the claim they support ("uses flow matching [2]").
+# after the claim they support ("uses flow matching [2]"). Narrower than :data:`_REFERENCE_LEAD` on purpose: that
+# one decides what the check may not delete alone (conservative), this one where a paper's name reads naturally.
 _BARE_REFERENCE = re.compile(
     rf"((?<![\w-])(?:in|by|and|or|from|both)\s+|(?<=\]),\s*)((?:{_CITATION.pattern})+)", re.IGNORECASE
 )
@@ -155,9 +159,7 @@ def paper_name(document: Document) -> str | None:
 
 
 # Two references to passages, joined as a list: "Passage [1] and Passage [2]", "[1], [2]".
-_TWO_REFERENCES = re.compile(
-    r"((?:[Pp]assages?\s*)?\[(\d{1,6})\])(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+)(?:[Pp]assages?\s*)?\[(\d{1,6})\]"
-)
+_TWO_REFERENCES = re.compile(rf"((?:{_PASSAGE_WORD})?\[(\d{{1,6}})\]){_LIST_JOINER}(?:{_PASSAGE_WORD})?\[(\d{{1,6}})\]")
 
 
 def name_references(text: str, passages: list[SearchResult], bare: bool = False) -> str:
@@ -234,8 +236,6 @@ _REFERENCE_LEAD = re.compile(
 )
 
 
-_LIST_JOINER = r"(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+)"
-
 
 def _unlist(sentence: str, kept: set[int]) -> str | None:
     """``sentence`` without the markers that stand for papers (:data:`_REFERENCE_LEAD`) none of whose passages is
@@ -254,11 +254,11 @@ def _unlist(sentence: str, kept: set[int]) -> str | None:
         if unsupported is None:
             return sentence
         before, after = sentence[: unsupported.start()], sentence[unsupported.end() :]
-        if joined := re.search(rf"\]{_LIST_JOINER}(?:[Pp]assages?\s*)?$", before):  # "[1] and [2]": drop " and [2]"
+        if joined := re.search(rf"\]{_LIST_JOINER}(?:{_PASSAGE_WORD})?$", before):  # "[1] and [2]": drop " and [2]"
             sentence = before[: joined.start() + 1] + after
-        elif joined := re.match(rf"{_LIST_JOINER}(?=(?:[Pp]assages?\s*)?\[)", after):  # "[2] and [1]": drop "[2] and "
+        elif joined := re.match(rf"{_LIST_JOINER}(?=(?:{_PASSAGE_WORD})?\[)", after):  # "[2] and [1]": drop "[2] and "
             rest = after[joined.end() :]
-            lead = re.search(r"[Pp]assages?\s*$", before) if re.match(r"[Pp]assage", rest) else None
+            lead = re.search(rf"{_PASSAGE_WORD}$", before) if re.match(_PASSAGE_WORD, rest) else None
             sentence = before[: lead.start() if lead else len(before)] + rest  # "Passages [2] and [1]": "Passages [1]"
         else:
             return None
@@ -365,9 +365,10 @@ def check_citations(text: str, passage_texts: list[str], question: str = "") -> 
             continue  # a paper the sentence names by its marker is not supported, outside a list: dropped
         sentence = mended
         added = None
-        names = set(tokenize(" ".join(names_in(claim))))
-        if not kept and (best := attribute(terms - asked, numbers, passage_terms, passage_numbers, names)) is not None:
-            kept, added = [best], best
+        if not kept:
+            names = set(tokenize(" ".join(names_in(claim))))
+            if (best := attribute(terms - asked, numbers, passage_terms, passage_numbers, names)) is not None:
+                kept, added = [best], best
         cited.extend(n for n in kept if n not in cited)
 
         def rewrite(match: re.Match[str]) -> str:
