@@ -33,7 +33,6 @@ import re
 import time
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -44,9 +43,9 @@ from index.text import fold, split_sentences
 from index.tokenize import tokenize
 from index.types import Document
 from service.context import coined_name, merge_same_document, names_in, select_sentences
+from service.answering.types import NOT_FOUND, Answer, Citation
 from service.generator import Generator
 
-NOT_FOUND = "Not found in the indexed abstracts."
 _NOT_FOUND_MARK = "NOT FOUND"
 
 SYSTEM_PROMPT = (
@@ -76,46 +75,6 @@ _NOT_FOUND_PHRASES = re.compile(
     r"|\bnot (?:specified|mentioned|provided|stated|given|described|reported)\b[^.]*\b(?:passages?|abstracts?|context)\b",
     re.IGNORECASE,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Citation:
-    """A checked citation: ``[n]`` refers to ``passages[n - 1]``.
-
-    Attributes:
-        n: 1-based passage number as written in the answer.
-        result: the cited passage and its document.
-        start, end: character span of the cited text in the source document (``document.text[start:end]``): the
-            passage's sentence that best supports the citing sentences (:func:`supporting_span`).
-    """
-
-    n: int
-    result: SearchResult
-    start: int
-    end: int
-
-
-@dataclass(slots=True)
-class Answer:
-    """The outcome of one question.
-
-    Attributes:
-        answer: the checked answer text (with ``[n]`` markers) or :data:`NOT_FOUND`.
-        abstained: True when the service declined to answer.
-        reason: why it abstained (``""`` when it answered).
-        raw: the model's unedited output (``""`` when the model was not called).
-        timings_ms: ``retrieve``, ``prompt``, ``generate`` and ``total`` in milliseconds.
-    """
-
-    question: str
-    answer: str
-    abstained: bool
-    reason: str
-    citations: list[Citation]
-    passages: list[SearchResult]
-    raw: str = ""
-    timings_ms: dict[str, float] = field(default_factory=dict)
-    completion_tokens: int = 0
 
 
 def build_messages(

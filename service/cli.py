@@ -338,6 +338,16 @@ def eval_command(
         Path | None, typer.Option(help="A BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) instead of the dev set.")
     ] = None,
     answers: Annotated[bool, typer.Option("--answers", help="Evaluate answers (accuracy, citations, abstention).")] = False,
+    qa: Annotated[
+        Path | None,
+        typer.Option(help="A QA benchmark folder (corpus.jsonl, questions.jsonl: COVID-QA spans or PubMedQA decisions)."),
+    ] = None,
+    sample: Annotated[int | None, typer.Option(min=1, help="--qa: a fixed sample of this many questions.")] = None,
+    seed: Annotated[int, typer.Option(help="--qa: the sample's random seed.")] = 0,
+    half: Annotated[
+        Literal["dev", "test", "all"], typer.Option(help="--qa: odd question ids (dev), even (test), or all.")
+    ] = "test",
+    label: Annotated[str, typer.Option(help="--qa: name of this run in the results files.")] = "default",
     k: Annotated[
         int | None, typer.Option(help="Passages per question for --answers (default: CITERAG_ASK_K).")
     ] = None,
@@ -365,6 +375,9 @@ def eval_command(
     )
 
     out.mkdir(parents=True, exist_ok=True)
+    if qa is not None:
+        _eval_qa(qa, out, k, sample, seed, half, label, json_out)
+        return
     if answers:
         _eval_answers(devset, out, k, json_out, index_dir)
         return
@@ -451,6 +464,48 @@ def _eval_answers(devset: Path, out: Path, k: int | None, json_out: bool, index_
     write_report(out / "answers.md", "\n".join(lines), "Answers on the dev set")
     (out / "answers.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     typer.echo(json.dumps(results["summary"], indent=2) if json_out else metrics_table({"default": summary}, "setting"))
+
+
+def _eval_qa(
+    folder: Path, out: Path, k: int | None, n: int | None, seed: int, which: str, label: str, json_out: bool
+) -> None:
+    """Ask a QA benchmark's questions through the ``/ask`` code path; write ``qa_<name>_<label>.json``."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from service.pipeline import ensure_index, open_answerer, open_retriever
+    from service.qa_eval import evaluate_qa, half, load_qa, sample
+
+    bench = load_qa(folder)
+    questions = sample(half(bench.questions, which), n, seed)  # type: ignore[arg-type]
+    base = _settings(None)
+    settings = base.model_copy(
+        update={"index_dir": Path(".citerag-bench") / bench.name, "corpus": [bench.corpus]}
+    )
+    k = k or settings.ask_k
+    retriever = open_retriever(settings, ensure_index(settings, show_progress=True))
+    answerer = open_answerer(settings, retriever)
+    key = "token_f1" if bench.kind == "span" else "accuracy"
+    with Progress(
+        TextColumn(f"{bench.name} {which}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[score]}"),
+        TimeRemainingColumn(), transient=not sys.stderr.isatty(), disable=not sys.stderr.isatty(),
+    ) as progress:
+        task = progress.add_task("qa", total=len(questions), score="")
+
+        def on_record(_: Any, running: dict[str, float]) -> None:
+            progress.update(task, advance=1, score=f"{key} {running[key]:.3f}")
+
+        results = evaluate_qa(
+            lambda q: answerer.ask(q, k=k), bench, questions,
+            search=lambda q: retriever.search(q, k=20, mode="hybrid"), on_record=on_record,
+        )
+    results["settings"] = {
+        "answer_mode": settings.answer_mode, "k": k, "half": which, "sample": n, "seed": seed,
+        "evidence_sentences": settings.evidence_sentences, "min_confidence": settings.min_confidence,
+        "generator": settings.generator_path.name if settings.generator_path else settings.generator,
+    }
+    (out / f"qa_{bench.name}_{label}.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    summary = {name: round(value, 3) for name, value in results["summary"].items()}
+    typer.echo(json.dumps(summary, indent=2) if json_out else "\n".join(f"{n}: {v}" for n, v in summary.items()))
 
 
 def run() -> None:

@@ -7,7 +7,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,9 @@ class Completion:
         prompt_ms: prompt evaluation time (ms), as reported by llama.cpp (low when the prefix was cached).
         generate_ms: token generation time (ms).
         finish_reason: ``"stop"`` (end of answer) or ``"length"`` (hit ``max_tokens``).
+        top_logprobs: for each generated token, the model's natural-log probabilities of its most likely tokens
+            at that position (token text -> logprob), taken before any grammar constrains the choice; empty unless
+            asked for (``top_logprobs`` of :meth:`Generator.chat`).
     """
 
     text: str
@@ -30,6 +33,7 @@ class Completion:
     prompt_ms: float
     generate_ms: float
     finish_reason: str
+    top_logprobs: tuple[dict[str, float], ...] = ()
 
 
 class Generator:
@@ -77,6 +81,9 @@ class Generator:
         messages: list[dict[str, str]],
         max_tokens: int,
         on_delta: Callable[[str], bool | None] | None = None,
+        grammar: str | None = None,
+        top_logprobs: int = 0,
+        pin: bool = True,
     ) -> Completion:
         """Run one greedy (temperature 0) chat completion.
 
@@ -84,6 +91,10 @@ class Generator:
             messages: OpenAI-style ``[{"role": ..., "content": ...}]``.
             max_tokens: generation limit (tokens).
             on_delta: called with each new piece of text as it is generated; return ``True`` to stop early.
+            grammar: a llama.cpp GBNF grammar the output must match (``root ::= "yes" | "no"``).
+            top_logprobs: how many of each position's most likely tokens to report (0-20; 0 reports none).
+            pin: re-pin the KV cache to the system prompt afterwards (:meth:`_pin_prefix`); ``False`` keeps this
+                prompt cached for a next call that extends it (two questions about one evidence list).
 
         Raises:
             RuntimeError: llama.cpp reported an error.
@@ -95,6 +106,10 @@ class Generator:
             "seed": 0,
             "cache_prompt": True,
         }
+        if grammar is not None:
+            request["grammar"] = grammar
+        if top_logprobs:
+            request.update(logprobs=True, top_logprobs=top_logprobs)
         with self._lock:
             if not self._pinned:
                 self._pin_prefix(messages)
@@ -104,10 +119,14 @@ class Generator:
                     if "error" in response:
                         raise RuntimeError(f"generation failed: {response['error']}")
                     choice = response["choices"][0]
-                    return _completion(choice["message"]["content"] or "", choice["finish_reason"], response)
+                    completion = _completion(choice["message"]["content"] or "", choice["finish_reason"], response)
+                    if top_logprobs:
+                        completion = replace(completion, top_logprobs=_top_logprobs(choice))
+                    return completion
                 return self._stream(request, on_delta)
             finally:
-                self._pin_prefix(messages)
+                if pin:
+                    self._pin_prefix(messages)
 
     def _pin_prefix(self, messages: list[dict[str, str]]) -> None:
         """Leave only the system prompt (and the empty user turn's header) in the KV cache: one tiny completion
@@ -159,3 +178,16 @@ def _completion(text: str, finish_reason: str, response: dict[str, Any]) -> Comp
         generate_ms=float(timings.get("predicted_ms", 0.0)),
         finish_reason=finish_reason or "stop",
     )
+
+
+def _top_logprobs(choice: dict[str, Any]) -> tuple[dict[str, float], ...]:
+    """Per generated token, ``{token text: logprob}`` of the alternatives llama.cpp reported (OpenAI's
+    ``choices[0].logprobs.content[i].top_logprobs``); the most likely spelling wins where two share a text."""
+    positions = (choice.get("logprobs") or {}).get("content") or []
+    out = []
+    for position in positions:
+        alternatives: dict[str, float] = {}
+        for alt in position.get("top_logprobs", []):
+            alternatives.setdefault(alt["token"], float(alt["logprob"]))
+        out.append(alternatives)
+    return tuple(out)

@@ -27,6 +27,7 @@ from index.retrieve import Retriever
 from index.store import IndexConfig, IndexStore, LoadedIndex
 from index.types import Document
 from service.answer import Answerer
+from service.answering import EvidenceAnswerer
 from service.generator import Generator
 from service.models import GENERATORS, assemble_gguf, embedding_model_dir, onnx_int8_model
 from service.settings import EmbeddingBackend, Settings, get_settings
@@ -474,10 +475,16 @@ def load_generator(path: Path, n_ctx: int, threads: int) -> Generator:
     return Generator(path, n_ctx=n_ctx, threads=threads)
 
 
-def open_answerer(settings: Settings, retriever: Searcher) -> Answerer:
+def open_answerer(settings: Settings, retriever: Searcher) -> Answerer | EvidenceAnswerer:
     """An answerer over ``retriever`` (a retriever or a backend) with the process's generator
-    (:func:`load_generator`)."""
+    (:func:`load_generator`): evidence-first (:class:`~service.answering.EvidenceAnswerer`, the default) or the
+    free-text generative one (``answer_mode="generate"``)."""
     generator = load_generator(generator_path(settings), settings.n_ctx, settings.threads)
+    if settings.answer_mode == "evidence":
+        return EvidenceAnswerer(
+            retriever, generator, load_embedder(settings).encode, settings.min_dense_score, settings.min_confidence,
+            settings.evidence_sentences,
+        )
     embed = load_embedder(settings).encode if settings.ask_sentences else None
     return Answerer(
         retriever, generator, settings.max_answer_tokens, settings.min_dense_score, settings.generate_timeout_s,

@@ -94,8 +94,20 @@ class Settings(BaseSettings):
     # Answering.
     generator: Literal["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"] = "qwen2.5-coder-1.5b"
     generator_path: Path | None = Field(None, description="A GGUF file to use instead of the packaged generator.")
+    answer_mode: Literal["evidence", "generate"] = Field(
+        "evidence", description="evidence: the model chooses evidence sentences and the service writes the cited "
+        "answer (default); generate: the model writes free text, checked afterwards (eval/results/qa.md).",
+    )
     ask_k: int = Field(
-        3, ge=1, le=20, description="Passages given to the model by default (chosen in eval/results/answer_table.md)."
+        8, ge=1, le=20, description="Passages retrieved per question by default (evidence is chosen from their "
+        "sentences; chosen in eval/results/qa.md).",
+    )
+    evidence_sentences: int = Field(
+        6, ge=1, le=9, description="Evidence sentences the model reads (evidence mode; eval/results/qa.md)."
+    )
+    min_confidence: float = Field(
+        0.5, ge=0.0, le=1.0, description="Evidence mode: abstain when the model's probability that some evidence "
+        "sentence answers is below this (chosen on dev questions: eval/results/qa.md).",
     )
     ask_sentences: int = Field(
         0, ge=0, le=20, description="0: the model reads whole passages (default); n: each passage's n sentences most "

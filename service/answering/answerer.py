@@ -1,0 +1,176 @@
+"""Evidence-first answering, stage by stage: retrieve -> evidence -> prompt -> generate -> verify -> compose.
+
+1. Retrieve the top-``k`` passages (hybrid) and merge passages of one document where they overlap.
+2. Select the best :data:`EVIDENCE_SENTENCES` sentences (:mod:`~service.answering.evidence`).
+3. The model chooses the sentence that answers, or none (one token under a grammar; its probabilities are used).
+4. A yes/no question is also decided (yes/no/maybe probabilities, calibrated).
+5. Verify: abstain when retrieval found nothing close, or the model's confidence that some sentence answers is
+   below :data:`~service.answering.verify.MIN_CONFIDENCE`.
+6. Compose the answer from the chosen sentences (:mod:`~service.answering.compose`): each citation is the
+   exact span of a sentence the answer states.
+
+A sentence from another paper that the model gives nearly as much probability as the best one
+(:data:`SECOND_PAPER_RATIO`) is stated too, so a question about two papers names both; a which-papers question
+lists every paper whose sentence clears :data:`WHICH_PAPERS_MIN`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from index.backend import Searcher
+from index.filters import Filters
+from index.retrieve import SearchResult
+from service.answering import verify
+from service.answering.compose import compose
+from service.answering.evidence import DEFAULT_WEIGHTS, Evidence, grouped, select_evidence
+from service.answering.generate import choose, decide
+from service.answering.prompt import asks_which_papers, is_yes_no
+from service.answering.types import NOT_FOUND, Answer
+from service.context import merge_same_document
+from service.generator import Generator
+
+#: Evidence sentences the model reads (at most 9: one-digit choices).
+EVIDENCE_SENTENCES = 6
+#: A sentence of another paper is stated too when the model gives it at least this share of the best one's probability.
+SECOND_PAPER_RATIO = 0.5
+#: A which-papers answer lists each paper whose best sentence has at least this probability.
+WHICH_PAPERS_MIN = 0.1
+
+
+class EvidenceAnswerer:
+    """Answers by choosing evidence (module docstring); the same interface as the generative answerer.
+
+    Args:
+        retriever: what ranks passages: a :class:`~index.retrieve.Retriever` or a backend.
+        generator: the loaded chat model.
+        encode: the dense encoder's ``encode`` (``list[str] -> (n, dim) float32``, L2-normalised rows).
+        min_dense_score: abstain before asking the model when the best passage's cosine is below this.
+        min_confidence: abstain when ``1 - p(none)`` is below this (:mod:`~service.answering.verify`).
+        evidence_sentences: sentences shown to the model (1-9).
+        decision_bias: per-class log-probability offsets of the yes/no/maybe decision.
+
+    Raises:
+        ValueError: ``evidence_sentences`` outside 1..9.
+    """
+
+    def __init__(
+        self,
+        retriever: Searcher,
+        generator: Generator,
+        encode: Callable[[list[str]], np.ndarray],
+        min_dense_score: float = 0.18,
+        min_confidence: float = verify.MIN_CONFIDENCE,
+        evidence_sentences: int = EVIDENCE_SENTENCES,
+        decision_bias: dict[str, float] | None = None,
+        weights: tuple[float, float, float, float] = DEFAULT_WEIGHTS,
+    ) -> None:
+        if not 1 <= evidence_sentences <= 9:
+            raise ValueError(f"evidence_sentences must be in 1..9, got {evidence_sentences}")
+        self.retriever = retriever
+        self.generator = generator
+        self.encode = encode
+        self.min_dense_score = min_dense_score
+        self.min_confidence = min_confidence
+        self.evidence_sentences = evidence_sentences
+        self.decision_bias = dict(decision_bias if decision_bias is not None else verify.DECISION_BIAS)
+        self.weights = weights
+
+    def retrieve(self, question: str, k: int, filters: Filters | None = None) -> list[SearchResult]:
+        """The top-``k`` hybrid passages, passages of one document merged where they overlap."""
+        return merge_same_document(self.retriever.search(question, k=k, mode="hybrid", filters=filters))
+
+    def ask(
+        self,
+        question: str,
+        k: int = 8,
+        on_delta: Callable[[str], bool | None] | None = None,
+        filters: Filters | None = None,
+    ) -> Answer:
+        """Answer ``question`` from the top-``k`` passages, or abstain (``on_delta`` receives the answer text)."""
+        started = time.perf_counter()
+        passages = self.retrieve(question, k, filters)
+        return self.answer(question, passages, (time.perf_counter() - started) * 1000, on_delta)
+
+    def answer(
+        self,
+        question: str,
+        passages: list[SearchResult],
+        retrieve_ms: float = 0.0,
+        on_delta: Callable[[str], bool | None] | None = None,
+    ) -> Answer:
+        """Answer ``question`` from already retrieved ``passages`` (numbered ``[1]..[len(passages)]``).
+
+        Args:
+            retrieve_ms: time already spent retrieving (ms; counted in ``timings_ms["total"]``).
+            on_delta: receives the composed answer text once (the stream's visible text).
+        """
+        started = time.perf_counter() - retrieve_ms / 1000
+        timings = {"retrieve": retrieve_ms, "evidence": 0.0, "prompt": 0.0, "generate": 0.0}
+        best_dense = max((p.dense_score for p in passages if p.dense_score is not None), default=None)
+        if not passages:
+            return self._abstain(question, passages, [], "no passage matched the question", timings, started)
+        if best_dense is None or best_dense < self.min_dense_score:
+            return self._abstain(
+                question, passages, [], f"no passage is close enough to the question (best similarity "
+                f"{best_dense if best_dense is not None else 0:.3f} < {self.min_dense_score:.3f})", timings, started,
+            )
+        tic = time.perf_counter()
+        evidence = grouped(select_evidence(question, passages, self.encode, self.evidence_sentences, self.weights))
+        timings["evidence"] = (time.perf_counter() - tic) * 1000
+        if not evidence:
+            return self._abstain(question, passages, [], "the passages hold no sentence to answer from", timings, started)
+        yes_no = is_yes_no(question)
+        choice = choose(self.generator, question, evidence, pin=not yes_no)
+        steps = [choice.completion]
+        decision = None
+        if yes_no:
+            decided = decide(self.generator, question, evidence)
+            steps.append(decided.completion)
+            decision = verify.calibrated_decision(decided.probabilities, self.decision_bias)
+        timings["prompt"] = sum(c.prompt_ms for c in steps)
+        timings["generate"] = sum(c.generate_ms for c in steps)
+        raw = " ".join(c.text for c in steps)
+        confidence = verify.confidence(choice.probabilities)
+        p = [choice.probabilities[str(i)] for i in range(1, len(evidence) + 1)]
+        if confidence < self.min_confidence and decision is None:
+            answer = self._abstain(
+                question, passages, evidence, f"the model found no evidence sentence that answers "
+                f"(confidence {confidence:.2f} < {self.min_confidence:.2f})", timings, started, raw,
+            )
+            answer.confidence = confidence
+            return answer
+        used = self._used(question, evidence, p)
+        text, citations = compose(evidence, used, decision, name_papers=asks_which_papers(question))
+        if on_delta is not None:
+            on_delta(text)
+        timings["total"] = (time.perf_counter() - started) * 1000
+        return Answer(
+            question, text, False, "", citations, passages, raw, timings, len(steps), evidence, used, decision,
+            confidence,
+        )
+
+    @staticmethod
+    def _used(question: str, evidence: list[Evidence], p: list[float]) -> list[int]:
+        """The evidence indexes to state: the model's best sentence, plus the best sentence of each other paper
+        that clears :data:`SECOND_PAPER_RATIO` of it (or, for which-papers, :data:`WHICH_PAPERS_MIN`)."""
+        best = int(np.argmax(p))
+        used = [best]
+        floor = WHICH_PAPERS_MIN if asks_which_papers(question) else SECOND_PAPER_RATIO * p[best]
+        papers = {evidence[best].doc_id}
+        for i in sorted(range(len(p)), key=lambda j: -p[j]):
+            if evidence[i].doc_id not in papers and p[i] >= floor:
+                used.append(i)
+                papers.add(evidence[i].doc_id)
+        return used
+
+    @staticmethod
+    def _abstain(
+        question: str, passages: list[SearchResult], evidence: list[Evidence], reason: str,
+        timings: dict[str, float], started: float, raw: str = "",
+    ) -> Answer:
+        timings["total"] = (time.perf_counter() - started) * 1000
+        return Answer(question, NOT_FOUND, True, reason, [], passages, raw, timings, evidence=evidence)

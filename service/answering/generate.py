@@ -1,0 +1,70 @@
+"""The model's two constrained steps: choose an evidence sentence, decide a yes/no question.
+
+Each is one greedy completion of one token under a grammar (:mod:`service.answering.prompt`), and what is used is
+not the token written but the model's probabilities over the allowed options at that position (llama.cpp's
+``top_logprobs``, reported before the grammar masks the alternatives). Spellings of one option are pooled
+(``"Yes"``, ``" yes"`` and ``"yes"`` are the option ``yes``); an option absent from the top 20 gets the smallest
+reported probability (an upper bound on its own), and the result is renormalised over the options.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from service.answering.evidence import Evidence
+from service.answering.prompt import DECISION_GRAMMAR, choice_grammar, choice_messages, decision_messages
+from service.generator import Completion, Generator
+
+TOP_LOGPROBS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """The model's probabilities over a step's options.
+
+    Attributes:
+        probabilities: option -> probability, summing to 1 (``"0".."m"`` for a choice, ``yes/no/maybe``).
+        completion: the completion that produced them (timings, token counts, the written token).
+    """
+
+    probabilities: dict[str, float]
+    completion: Completion
+
+
+def option_probabilities(alternatives: Mapping[str, float], options: Sequence[str]) -> dict[str, float]:
+    """Pool ``alternatives`` (token text -> logprob) by option (case and surrounding space ignored) and
+    renormalise over ``options``; an option no alternative spells gets the smallest reported probability.
+
+    >>> p = option_probabilities({"Yes": math.log(0.6), " no": math.log(0.2), "The": math.log(0.2)}, ["yes", "no"])
+    >>> round(p["yes"], 2), round(p["no"], 2)
+    (0.75, 0.25)
+    """
+    mass = dict.fromkeys(options, 0.0)
+    for token, logprob in alternatives.items():
+        key = token.strip().lower()
+        if key in mass:
+            mass[key] += math.exp(logprob)
+    floor = min((math.exp(v) for v in alternatives.values()), default=1.0)
+    mass = {k: v if v > 0 else floor for k, v in mass.items()}
+    total = sum(mass.values())
+    return {k: v / total for k, v in mass.items()}
+
+
+def _run(generator: Generator, messages: list[dict[str, str]], grammar: str, options: Sequence[str], pin: bool) -> Choice:
+    completion = generator.chat(messages, max_tokens=1, grammar=grammar, top_logprobs=TOP_LOGPROBS, pin=pin)
+    alternatives = completion.top_logprobs[0] if completion.top_logprobs else {completion.text: 0.0}
+    return Choice(option_probabilities(alternatives, options), completion)
+
+
+def choose(generator: Generator, question: str, evidence: Sequence[Evidence], pin: bool = True) -> Choice:
+    """The model's probability that each evidence sentence answers ``question``: options ``"1".."m"`` for
+    ``evidence[0..m-1]`` and ``"0"`` for none. ``pin=False`` keeps the prompt cached for :func:`decide`."""
+    options = [str(i) for i in range(len(evidence) + 1)]
+    return _run(generator, choice_messages(question, evidence), choice_grammar(len(evidence)), options, pin)
+
+
+def decide(generator: Generator, question: str, evidence: Sequence[Evidence]) -> Choice:
+    """The model's probabilities of ``yes``, ``no`` and ``maybe`` for ``question`` given ``evidence``."""
+    return _run(generator, decision_messages(question, evidence), DECISION_GRAMMAR, ["yes", "no", "maybe"], True)
