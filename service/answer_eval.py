@@ -2,8 +2,10 @@
 
 Definitions (per run over the dev set):
 
-* answer accuracy: share of questions with expected strings whose answer contains one of them, after NFKC and
-  case folding (an abstention counts as wrong);
+* answer accuracy: share of graded questions answered right: the answer contains one of the expected strings
+  (after NFKC and case folding), its decision equals the gold one (yes/no questions), and it names every paper
+  the question is about (``papers``); an abstention counts as wrong;
+* papers named: share of the ``papers`` of two-paper / which-paper questions that the answer names;
 * citation precision: share of all citations (answerable questions) whose passage comes from a relevant document;
 * citation recall: share of answerable questions with at least one relevant citation;
 * out-of-range citations: ``[n]`` markers left in answers with ``n`` outside ``1..len(passages)`` (must be 0);
@@ -19,7 +21,7 @@ import unicodedata
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from service.answer import Answer, Answerer
+from service.answering import Answer
 from service.evaluate import DevQuestion
 
 _MARKER = re.compile(r"\[(\d+)\]")
@@ -45,6 +47,9 @@ class AnswerRecord:
     timings_ms: dict[str, float]
     reason: str = ""  # why it abstained ("" when it answered)
     raw: str = ""  # the model's unedited output ("" when the model was not called)
+    papers_named: int = 0  # of the question's papers, how many the answer names
+    papers: int = 0
+    decision: str | None = None
 
 
 def judge(question: DevQuestion, answer: Answer) -> AnswerRecord:
@@ -52,12 +57,21 @@ def judge(question: DevQuestion, answer: Answer) -> AnswerRecord:
     relevant = sum(c.result.passage.doc_id in question.qrels for c in answer.citations)
     out_of_range = sum(not 1 <= int(n) <= len(answer.passages) for n in _MARKER.findall(answer.answer))
     correct = None
-    if question.answer:
-        text = normalise(answer.answer)
-        correct = not answer.abstained and any(normalise(expected) in text for expected in question.answer)
+    text = normalise(answer.answer)
+    named = [any(normalise(name) in text for name in paper["names"]) and not answer.abstained
+             for paper in question.papers or []]
+    if question.answer or question.decision or question.papers:
+        correct = not answer.abstained
+        if question.answer:
+            correct = correct and any(normalise(expected) in text for expected in question.answer)
+        if question.decision:
+            correct = correct and getattr(answer, "decision", None) == question.decision
+        if question.papers:
+            correct = correct and all(named)
     return AnswerRecord(
         question.qid, question.kind, correct, answer.abstained, relevant, len(answer.citations), out_of_range,
-        answer.answer, answer.timings_ms, answer.reason, answer.raw,
+        answer.answer, answer.timings_ms, answer.reason, answer.raw, sum(named), len(named),
+        getattr(answer, "decision", None),
     )
 
 
@@ -77,6 +91,7 @@ def summarise(records: list[AnswerRecord], questions: list[DevQuestion]) -> dict
         "citation_precision": sum(r.relevant_citations for r in answerable) / max(1, citations),
         "citation_recall": sum(r.relevant_citations > 0 for r in answerable) / max(1, len(answerable)),
         "out_of_range_citations": float(sum(r.out_of_range for r in records)),
+        "papers_named": sum(r.papers_named for r in records) / max(1, sum(r.papers for r in records)),
         "abstention_accuracy": sum(r.abstained for r in unanswerable) / max(1, len(unanswerable)),
         "false_abstentions": sum(r.abstained for r in answerable) / max(1, len(answerable)),
         "median_retrieve_ms": median("retrieve"),
@@ -86,7 +101,7 @@ def summarise(records: list[AnswerRecord], questions: list[DevQuestion]) -> dict
     }
 
 
-def evaluate_answers(answerer: Answerer, questions: list[DevQuestion], k: int = 5) -> dict[str, Any]:
+def evaluate_answers(answerer: Any, questions: list[DevQuestion], k: int = 5) -> dict[str, Any]:
     """Ask every dev-set question; return ``{"summary": {...}, "questions": [AnswerRecord as dict, ...]}``."""
     records = [judge(q, answerer.ask(q.question, k=k)) for q in questions]
     return {

@@ -216,6 +216,13 @@ def ask(
         table.add_row(f"[{c.n}]", c.title, c.text, f"{c.doc_id} {c.start}-{c.end}", ranks)
     if response.citations:
         console.print(table)
+    if response.decision:
+        console.print(f"decision: [bold]{response.decision}[/]")
+    if response.evidence:
+        evidence = Table("", "n", "evidence sentence the model read", "score", show_lines=False)
+        for e in response.evidence:
+            evidence.add_row("used" if e.used else "", f"[{e.n}]", e.text, f"{e.score:.2f}")
+        console.print(evidence)
     console.print(f"[dim]timings (ms): {json.dumps(response.timings_ms)}[/]")
 
 

@@ -56,13 +56,22 @@ BENCHMARK_RUNS: dict[str, RunFn] = {
 
 @dataclass(frozen=True, slots=True)
 class DevQuestion:
-    """One dev-set question: ``qrels`` maps doc_id -> grade (2 answers it, 1 partially); empty = no answer."""
+    """One dev-set question: ``qrels`` maps doc_id -> grade (2 answers it, 1 partially); empty = no answer.
+
+    Attributes:
+        answer: acceptable answer strings (any one, contained in the answer, makes it right).
+        decision: the gold ``yes``/``no`` of a yes/no question (the answer's decision must equal it), else ``None``.
+        papers: for questions about named papers, ``[{"doc_id", "names": [...]}]``: the answer must name each
+            paper by one of its names.
+    """
 
     qid: str
     question: str
     kind: str
     qrels: dict[str, int]
     answer: list[str]
+    decision: str | None = None
+    papers: list[dict[str, Any]] | None = None
 
 
 def load_devset(path: Path) -> list[DevQuestion]:

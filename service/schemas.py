@@ -11,7 +11,7 @@ from index.filters import compile_filters
 from index.ingest import MAX_ID_CHARS, META_FIELDS, given_doc_id, make_document
 from index.retrieve import SearchResult
 from index.types import Document
-from service.answer import Answer
+from service.answering import Answer
 
 MAX_QUERY_CHARS = 2000
 
@@ -115,14 +115,32 @@ class CitationOut(BaseModel):
     end: int
 
 
+class EvidenceOut(BaseModel):
+    """An evidence sentence the model read: ``document.text[start:end] == text``; ``n`` is its passage number."""
+
+    n: int = Field(description="The passage holding the sentence: passages[n - 1].")
+    doc_id: str
+    start: int
+    end: int
+    text: str
+    score: float = Field(description="Evidence score in [0, 1] (dense, BM25, rare-term coverage, passage rank).")
+    used: bool = Field(description="Whether the answer states this sentence.")
+
+
 class AskResponse(BaseModel):
     question: str
     answer: str
     abstained: bool
     reason: str = Field(description="Why the service abstained; empty when it answered.")
+    decision: Literal["yes", "no", "maybe"] | None = Field(
+        None, description="For a yes/no question: the decision the answer opens with; null otherwise."
+    )
     citations: list[CitationOut]
+    evidence: list[EvidenceOut] = Field(
+        default_factory=list, description="The evidence sentences the model chose from (evidence-first answering)."
+    )
     passages: list[PassageOut]
-    timings_ms: dict[str, float] = Field(description="retrieve, prompt, generate and total, in milliseconds.")
+    timings_ms: dict[str, float] = Field(description="retrieve, evidence, prompt, generate and total, in milliseconds.")
 
     @classmethod
     def of(cls, answer: Answer) -> AskResponse:
@@ -142,6 +160,12 @@ class AskResponse(BaseModel):
                     end=c.end,
                 )
                 for c in answer.citations
+            ],
+            decision=answer.decision,
+            evidence=[
+                EvidenceOut(n=e.passage, doc_id=e.doc_id, start=e.start, end=e.end, text=e.text,
+                            score=round(e.score, 4), used=i in answer.used)
+                for i, e in enumerate(answer.evidence)
             ],
             passages=[PassageOut.of(p) for p in answer.passages],
             timings_ms={key: round(value, 1) for key, value in answer.timings_ms.items()},

@@ -8,6 +8,7 @@ abstract introduces (:func:`paper_name`), and only where that name is in the cit
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from index.text import fold
@@ -26,9 +27,14 @@ def paper_name(document: Document, passage_text: str) -> str | None:
     return name if name and name in fold(passage_text) else None
 
 
+# A document's own numbered references ("[12, 13]", "[4-6]"): shown in an answer they would read as its citations.
+_OWN_REFERENCE = re.compile(r"\s*\[\s*\d{1,4}(?:\s*[,;–-]\s*\d{1,4})*\s*\]")
+
+
 def _sentence(evidence: Evidence) -> str:
-    """The evidence sentence as the answer shows it, with its passage's marker before the final full stop."""
-    text = fold(evidence.text).rstrip()
+    """The evidence sentence as the answer shows it: folded, the document's own bracketed reference numbers left
+    out (only the service's markers are citations), its passage's marker before the final full stop."""
+    text = _OWN_REFERENCE.sub("", fold(evidence.text)).rstrip()
     stop = text[-1] if text and text[-1] in ".!?" else "."
     body = text[:-1] if text and text[-1] in ".!?" else text
     return f"{body} [{evidence.passage}]{stop}"

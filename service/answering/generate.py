@@ -1,4 +1,4 @@
-"""The model's two constrained steps: choose an evidence sentence, decide a yes/no question.
+"""The model's two constrained steps: judge each evidence sentence, decide a yes/no question.
 
 Each is one greedy completion of one token under a grammar (:mod:`service.answering.prompt`), and what is used is
 not the token written but the model's probabilities over the allowed options at that position (llama.cpp's
@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from service.answering.evidence import Evidence
-from service.answering.prompt import DECISION_GRAMMAR, choice_grammar, choice_messages, decision_messages
+from service.answering.prompt import DECISION_GRAMMAR, RELEVANCE_GRAMMAR, decision_messages, relevance_messages
 from service.generator import Completion, Generator
 
 TOP_LOGPROBS = 20
@@ -25,7 +25,7 @@ class Choice:
     """The model's probabilities over a step's options.
 
     Attributes:
-        probabilities: option -> probability, summing to 1 (``"0".."m"`` for a choice, ``yes/no/maybe``).
+        probabilities: option -> probability, summing to 1 (``yes``/``no`` for a judgement, ``yes/no/maybe``).
         completion: the completion that produced them (timings, token counts, the written token).
     """
 
@@ -58,13 +58,17 @@ def _run(generator: Generator, messages: list[dict[str, str]], grammar: str, opt
     return Choice(option_probabilities(alternatives, options), completion)
 
 
-def choose(generator: Generator, question: str, evidence: Sequence[Evidence], pin: bool = True) -> Choice:
-    """The model's probability that each evidence sentence answers ``question``: options ``"1".."m"`` for
-    ``evidence[0..m-1]`` and ``"0"`` for none. ``pin=False`` keeps the prompt cached for :func:`decide`."""
-    options = [str(i) for i in range(len(evidence) + 1)]
-    return _run(generator, choice_messages(question, evidence), choice_grammar(len(evidence)), options, pin)
-
-
 def decide(generator: Generator, question: str, evidence: Sequence[Evidence]) -> Choice:
     """The model's probabilities of ``yes``, ``no`` and ``maybe`` for ``question`` given ``evidence``."""
     return _run(generator, decision_messages(question, evidence), DECISION_GRAMMAR, ["yes", "no", "maybe"], True)
+
+
+def relevance(generator: Generator, question: str, evidence: Sequence[Evidence]) -> list[Choice]:
+    """Pointwise: for each evidence sentence alone, the model's probability that it answers ``question``
+    (options ``yes``/``no``). The question comes first in each prompt, so llama.cpp keeps it cached and
+    evaluates only each sentence and the instruction; the cache is re-pinned after the last one."""
+    out = []
+    for i, item in enumerate(evidence):
+        out.append(_run(generator, relevance_messages(question, item), RELEVANCE_GRAMMAR, ["yes", "no"],
+                        pin=i == len(evidence) - 1))
+    return out

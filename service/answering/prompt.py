@@ -1,9 +1,9 @@
 """Prompts and output grammars for evidence-first answering.
 
-The model never writes the answer. It reads the numbered evidence sentences and the question, and then only
-(a) names the sentence that answers it, or 0 for none (:func:`choice_messages`, grammar :func:`choice_grammar`),
-or (b) decides a yes/no question (:func:`decision_messages`, grammar :data:`DECISION_GRAMMAR`). Both prompts share
-the system prompt and the evidence block, so llama.cpp evaluates the evidence once for both.
+The model never writes the answer. It only (a) judges whether one evidence sentence answers the question
+(:func:`relevance_messages`, grammar :data:`RELEVANCE_GRAMMAR`: the question comes first, so llama.cpp keeps it
+cached across a question's sentences), or (b) decides a yes/no question from the numbered evidence
+(:func:`decision_messages`, grammar :data:`DECISION_GRAMMAR`).
 
 The prompts hold no corpus or benchmark text: only instructions (no examples are needed for a one-token choice).
 """
@@ -72,15 +72,6 @@ def _messages(question: str, evidence: Sequence[Evidence], task: str) -> list[di
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
-def choice_messages(question: str, evidence: Sequence[Evidence]) -> list[dict[str, str]]:
-    """Messages asking for the number of the evidence sentence that answers ``question`` (0: none does)."""
-    return _messages(
-        question, evidence,
-        "Reply with only the number of the evidence sentence that answers the question, or 0 if none of them "
-        "answers it.",
-    )
-
-
 def decision_messages(question: str, evidence: Sequence[Evidence]) -> list[dict[str, str]]:
     """Messages asking for the yes/no/maybe answer to ``question`` given the evidence."""
     return _messages(
@@ -90,15 +81,14 @@ def decision_messages(question: str, evidence: Sequence[Evidence]) -> list[dict[
     )
 
 
-def choice_grammar(n: int) -> str:
-    """A GBNF grammar admitting the numbers ``0..n`` (``n`` <= 9: one digit, one token).
+#: The pointwise relevance grammar.
+RELEVANCE_GRAMMAR = 'root ::= "yes" | "no"'
 
-    Raises:
-        ValueError: ``n`` outside ``1..9``.
 
-    >>> choice_grammar(3)
-    'root ::= [0-3]'
-    """
-    if not 1 <= n <= 9:
-        raise ValueError(f"n must be in 1..9 (one-digit choices), got {n}")
-    return f"root ::= [0-{n}]"
+def relevance_messages(question: str, evidence: Evidence) -> list[dict[str, str]]:
+    """Messages asking whether one evidence sentence answers ``question`` (question first: a cached prefix)."""
+    user = (
+        f"Question: {_quoted(question)}\n\nSentence: <<<{_quoted(evidence.text)}>>>\n\n"
+        "Does the sentence answer the question? Reply yes or no."
+    )
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]

@@ -4,9 +4,10 @@
   evidence (:func:`~service.answering.generate.decide`) and ``bias`` a per-class offset fitted on dev questions
   (PubMedQA's odd half): the "contextual calibration" of Zhao et al. 2021 (ICML), which corrects a small model's
   prior towards one label without changing how it reads the evidence.
-* Abstention: the answer's confidence is ``1 - p(none)``, the model's probability that no evidence sentence
-  answers, against every sentence together; the service abstains below :data:`MIN_CONFIDENCE`, or before asking the
-  model when retrieval found no passage close to the question (best cosine below ``min_dense_score``).
+* Abstention: the answer's confidence is the model's probability that the sentence it rests on answers the
+  question (:func:`~service.answering.generate.relevance`); the service abstains below :data:`MIN_CONFIDENCE`, or
+  before asking the model when retrieval found no passage close to the question (best cosine below
+  ``min_dense_score``).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from collections.abc import Mapping
 
 #: Per-class log-probability offsets for yes/no/maybe (fitted on PubMedQA's dev half; ``eval/results/qa.md``).
 DECISION_BIAS: dict[str, float] = {"yes": 0.0, "no": 0.0, "maybe": 0.0}
-#: Below this confidence (1 - p(none)) the service abstains (chosen on dev questions; ``eval/results/qa.md``).
-MIN_CONFIDENCE = 0.5
+#: Below this confidence the service abstains (chosen on dev questions; ``eval/results/qa.md``).
+MIN_CONFIDENCE = 0.3
 
 
 def calibrated_decision(probabilities: Mapping[str, float], bias: Mapping[str, float] = DECISION_BIAS) -> str:
@@ -30,8 +31,3 @@ def calibrated_decision(probabilities: Mapping[str, float], bias: Mapping[str, f
         return math.log(max(probabilities.get(label, 0.0), 1e-12)) + bias.get(label, 0.0)
 
     return max(("yes", "no", "maybe"), key=score)
-
-
-def confidence(choice: Mapping[str, float]) -> float:
-    """``1 - p("0")``: the model's probability that some evidence sentence answers the question."""
-    return 1.0 - choice.get("0", 0.0)

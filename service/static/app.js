@@ -113,10 +113,29 @@ function renderAnswer(body) {
   }
   paragraph.append(body.answer.slice(last));
   answer.replaceChildren(paragraph);
+  if (body.decision) answer.prepend(el("p", `Decision: ${body.decision}`, "decision"));
   if (body.abstained) {
     answer.classList.add("abstained");
     answer.append(el("p", `The service abstained: ${body.reason}.`, "reason"));
   }
+  renderEvidence(body.evidence || []);
+}
+
+// The evidence sentences the model chose from; the ones the answer states are marked, each opens its span.
+function renderEvidence(evidence) {
+  if (!evidence.length) return;
+  const list = el("ol", null, "evidence");
+  list.setAttribute("aria-label", "Evidence the model read");
+  for (const item of evidence) {
+    const entry = el("li", null, item.used ? "used" : "");
+    const open = el("button", `[${item.n}]`, "cite");
+    open.type = "button";
+    open.setAttribute("aria-label", `Open evidence from passage ${item.n} in its document`);
+    open.addEventListener("click", () => openPassage(item.doc_id, item.start, item.end, `Evidence from passage [${item.n}]`));
+    entry.append(open, " ", item.used ? el("strong", item.text) : item.text);
+    list.append(entry);
+  }
+  $("answer").append(el("h3", "Evidence"), list);
 }
 
 function ranks(passage, mode) {
