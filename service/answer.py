@@ -54,7 +54,7 @@ SYSTEM_PROMPT = (
     "Write one to three complete sentences that directly answer the question with the facts, numbers and names "
     "found in the passages, and end each sentence with the number of the passage that supports it in square "
     "brackets. Name the method or paper; never write \"Passage [n]\" in a sentence.\n"
-    "Example: EDEN is scaled up to 28 billion parameters [1].\n"
+    "Example: HydraNet is trained on 4 million images [1].\n"
     "When the question asks which papers or methods, name each one as its passage does, with its own number.\n"
     "Example: GraphSAGE samples fixed-size neighbourhoods [1], and GAT learns attention weights over neighbours [3].\n"
     "State the answer in the passage's own words: copy the term, name or number that answers the question, even "

@@ -352,9 +352,10 @@ def eval_command(
     sample: Annotated[int | None, typer.Option(min=1, help="--qa: a fixed sample of this many questions.")] = None,
     seed: Annotated[int, typer.Option(help="--qa: the sample's random seed.")] = 0,
     half: Annotated[
-        Literal["dev", "test", "all"], typer.Option(help="--qa: odd question ids (dev), even (test), or all.")
+        Literal["dev", "test", "all"],
+        typer.Option(help="--qa / --answers: odd question ids (dev), even (test), or all."),
     ] = "test",
-    label: Annotated[str, typer.Option(help="--qa: name of this run in the results files.")] = "default",
+    label: Annotated[str, typer.Option(help="--qa / --answers: name of this run in the results files.")] = "default",
     k: Annotated[
         int | None, typer.Option(help="Passages per question for --answers (default: CITERAG_ASK_K).")
     ] = None,
@@ -386,7 +387,7 @@ def eval_command(
         _eval_qa(qa, out, k, sample, seed, half, label, json_out)
         return
     if answers:
-        _eval_answers(devset, out, k, json_out, index_dir)
+        _eval_answers(devset, out, k, json_out, index_dir, half, label)
         return
     if benchmark is not None:
         bench = load_beir(benchmark)
@@ -450,26 +451,31 @@ def _eval_searcher(settings: Settings) -> tuple[Any, dict[str, Any]]:
     return open_retriever(settings, index), held
 
 
-def _eval_answers(devset: Path, out: Path, k: int | None, json_out: bool, index_dir: Path | None) -> None:
+def _eval_answers(
+    devset: Path, out: Path, k: int | None, json_out: bool, index_dir: Path | None, which: str, label: str
+) -> None:
     from service.answer_eval import evaluate_answers
     from service.evaluate import load_devset, metrics_table, write_report
     from service.pipeline import ensure_index, open_answerer, open_retriever
+    from service.qa_eval import half
 
     settings = _settings(index_dir)
     k = k or settings.ask_k
     answerer = open_answerer(settings, open_retriever(settings, ensure_index(settings, show_progress=True)))
-    results = evaluate_answers(answerer, load_devset(devset), k=k)
+    results = evaluate_answers(answerer, half(load_devset(devset), which), k=k)  # type: ignore[arg-type]
     summary = {key: round(value, 3) for key, value in results["summary"].items()}
     model = settings.generator_path.name if settings.generator_path else settings.generator
-    lines = [f"Model {model}, k = {k}, prompt and checks as in `service/answer.py`; produced by "
-             f"`citerag eval --answers --k {k}`.", "", metrics_table({"default": summary}, "setting"), "",
+    lines = [f"Model {model}, answer mode {settings.answer_mode}, k = {k}, {which} half of `{devset.name}`; "
+             f"produced by `citerag eval --answers --devset {devset.name} --half {which} --k {k} --label {label}`.",
+             "", metrics_table({label: summary}, "setting"), "",
              "| qid | kind | correct | abstained | relevant/citations | answer |", "|---|---|---|---|---|---|"]
     for q in results["questions"]:
         answer = q["answer"].replace("|", "\\|").replace("\n", " ")
         lines.append(f"| {q['qid']} | {q['kind']} | {q['correct']} | {q['abstained']} | "
                      f"{q['relevant_citations']}/{q['citations']} | {answer} |")
-    write_report(out / "answers.md", "\n".join(lines), "Answers on the dev set")
-    (out / "answers.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    name = f"answers_{devset.stem}_{which}_{label}"
+    write_report(out / f"{name}.md", "\n".join(lines), f"Answers on {devset.name} ({which} half)")
+    (out / f"{name}.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     typer.echo(json.dumps(results["summary"], indent=2) if json_out else metrics_table({"default": summary}, "setting"))
 
 

@@ -16,7 +16,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from index.errors import CiteragError
 from service import qa_metrics as m
@@ -77,8 +77,12 @@ def load_qa(folder: Path) -> QABenchmark:
     return QABenchmark(folder.name, kind, corpus, questions)
 
 
-def half(questions: list[QAQuestion], which: Half) -> list[QAQuestion]:
-    """The ``dev`` (odd id number) or ``test`` (even) half of ``questions``, or ``all``, in file order."""
+Q = TypeVar("Q")
+
+
+def half(questions: list[Q], which: Half) -> list[Q]:
+    """The ``dev`` (odd id number) or ``test`` (even) half of ``questions`` (anything with a ``qid``: QA questions
+    and dev-set questions, ``q001`` is dev), or ``all``, in file order."""
     if which == "all":
         return list(questions)
     want = 1 if which == "dev" else 0
@@ -87,7 +91,7 @@ def half(questions: list[QAQuestion], which: Half) -> list[QAQuestion]:
         digits = re.findall(r"\d+", qid)
         return int(digits[-1]) if digits else sum(map(ord, qid))
 
-    return [q for q in questions if number(q.qid) % 2 == want]
+    return [q for q in questions if number(q.qid) % 2 == want]  # type: ignore[attr-defined]
 
 
 def sample(questions: list[QAQuestion], n: int | None, seed: int) -> list[QAQuestion]:

@@ -16,9 +16,9 @@ import math
 from collections.abc import Mapping
 
 #: Per-class log-probability offsets for yes/no/maybe (fitted on PubMedQA's dev half; ``eval/results/qa.md``).
-DECISION_BIAS: dict[str, float] = {"yes": 0.0, "no": 0.0, "maybe": 0.0}
+DECISION_BIAS: dict[str, float] = {"yes": 0.0, "no": -0.75, "maybe": -1.25}
 #: Below this confidence the service abstains (chosen on dev questions; ``eval/results/qa.md``).
-MIN_CONFIDENCE = 0.3
+MIN_CONFIDENCE = 0.2
 
 
 def calibrated_decision(probabilities: Mapping[str, float], bias: Mapping[str, float] = DECISION_BIAS) -> str:
