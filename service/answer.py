@@ -36,13 +36,13 @@ from collections.abc import Set as AbstractSet
 
 import numpy as np
 
-from index.filters import Filters
 from index.backend import Searcher
 from index.retrieve import SearchResult
 from index.text import fold, split_sentences
 from index.tokenize import tokenize
 from index.types import Document
-from service.context import coined_name, merge_same_document, names_in, select_sentences
+from service.context import coined_name, names_in, select_sentences
+from service.answering.base import RetrievingAnswerer, retrieval_gap
 from service.answering.types import NOT_FOUND, Answer, Citation
 from service.generator import Generator
 
@@ -455,7 +455,7 @@ def is_refusal(text: str) -> bool:
     return _NOT_FOUND_MARK in text.upper() or bool(_NOT_FOUND_PHRASES.search(text))
 
 
-class Answerer:
+class Answerer(RetrievingAnswerer):
     """Retrieve, prompt, generate, check.
 
     Args:
@@ -493,28 +493,6 @@ class Answerer:
         self.min_dense_score = min_dense_score
         self.timeout_s = timeout_s
 
-    def retrieve(self, question: str, k: int, filters: Filters | None = None) -> list[SearchResult]:
-        """The top-``k`` passages (hybrid), as given to the model: passages of one document together and merged
-        where they overlap (:func:`service.context.merge_same_document`), so at most ``k`` blocks."""
-        return merge_same_document(self.retriever.search(question, k=k, mode="hybrid", filters=filters))
-
-    def ask(
-        self,
-        question: str,
-        k: int = 5,
-        on_delta: Callable[[str], bool | None] | None = None,
-        filters: Filters | None = None,
-    ) -> Answer:
-        """Answer ``question`` from the top-``k`` passages, or abstain.
-
-        Args:
-            on_delta: receives generated text pieces as they arrive (streaming); return True to stop.
-            filters: metadata conditions applied inside retrieval (:mod:`index.filters`).
-        """
-        started = time.perf_counter()
-        passages = self.retrieve(question, k, filters)
-        return self.answer(question, passages, (time.perf_counter() - started) * 1000, on_delta)
-
     def answer(
         self,
         question: str,
@@ -530,14 +508,8 @@ class Answerer:
         """
         started = time.perf_counter() - retrieve_ms / 1000
         timings = {"retrieve": retrieve_ms, "prompt": 0.0, "generate": 0.0}
-        best_dense = max((p.dense_score for p in passages if p.dense_score is not None), default=None)
-        if not passages:
-            return self._abstain(question, passages, "no passage matched the question", timings, started)
-        if best_dense is None or best_dense < self.min_dense_score:
-            return self._abstain(
-                question, passages, f"no passage is close enough to the question (best similarity "
-                f"{best_dense if best_dense is not None else 0:.3f} < {self.min_dense_score:.3f})", timings, started,
-            )
+        if gap := retrieval_gap(passages, self.min_dense_score):
+            return self._abstain(question, passages, gap, timings, started)
         deadline = time.perf_counter() + self.timeout_s
 
         def guarded(text: str) -> bool:  # streams internally so the wall-clock limit can stop generation

@@ -29,15 +29,14 @@ from collections.abc import Callable
 import numpy as np
 
 from index.backend import Searcher
-from index.filters import Filters
 from index.retrieve import SearchResult
 from service.answering import verify
+from service.answering.base import RetrievingAnswerer, retrieval_gap
 from service.answering.compose import compose
 from service.answering.evidence import DEFAULT_WEIGHTS, Evidence, grouped, select_evidence
 from service.answering.generate import decide, relevance
 from service.answering.prompt import asks_which_papers, is_yes_no
 from service.answering.types import NOT_FOUND, Answer
-from service.context import merge_same_document
 from service.generator import Generator
 
 #: Evidence sentences the model judges (each costs ~1 s of prompt evaluation on 2 cores; at most 9).
@@ -53,7 +52,7 @@ SECOND_PAPER_MIN = 0.6
 WHICH_PAPERS_MIN = 0.5
 
 
-class EvidenceAnswerer:
+class EvidenceAnswerer(RetrievingAnswerer):
     """Answers by choosing evidence (module docstring); the same interface as the generative answerer.
 
     Args:
@@ -91,22 +90,6 @@ class EvidenceAnswerer:
         self.decision_bias = dict(decision_bias if decision_bias is not None else verify.DECISION_BIAS)
         self.weights = weights
 
-    def retrieve(self, question: str, k: int, filters: Filters | None = None) -> list[SearchResult]:
-        """The top-``k`` hybrid passages, passages of one document merged where they overlap."""
-        return merge_same_document(self.retriever.search(question, k=k, mode="hybrid", filters=filters))
-
-    def ask(
-        self,
-        question: str,
-        k: int = 8,
-        on_delta: Callable[[str], bool | None] | None = None,
-        filters: Filters | None = None,
-    ) -> Answer:
-        """Answer ``question`` from the top-``k`` passages, or abstain (``on_delta`` receives the answer text)."""
-        started = time.perf_counter()
-        passages = self.retrieve(question, k, filters)
-        return self.answer(question, passages, (time.perf_counter() - started) * 1000, on_delta)
-
     def answer(
         self,
         question: str,
@@ -122,14 +105,8 @@ class EvidenceAnswerer:
         """
         started = time.perf_counter() - retrieve_ms / 1000
         timings = {"retrieve": retrieve_ms, "evidence": 0.0, "prompt": 0.0, "generate": 0.0}
-        best_dense = max((p.dense_score for p in passages if p.dense_score is not None), default=None)
-        if not passages:
-            return self._abstain(question, passages, [], "no passage matched the question", timings, started)
-        if best_dense is None or best_dense < self.min_dense_score:
-            return self._abstain(
-                question, passages, [], f"no passage is close enough to the question (best similarity "
-                f"{best_dense if best_dense is not None else 0:.3f} < {self.min_dense_score:.3f})", timings, started,
-            )
+        if gap := retrieval_gap(passages, self.min_dense_score):
+            return self._abstain(question, passages, [], gap, timings, started)
         tic = time.perf_counter()
         evidence = grouped(select_evidence(question, passages, self.encode, self.evidence_sentences, self.weights))
         timings["evidence"] = (time.perf_counter() - tic) * 1000
