@@ -33,6 +33,7 @@ _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
     "nin": lambda value, options: value not in options,
 }
 OPERATORS = tuple(_COMPARE)
+_SCALARS = (str, int, float, bool, type(None))
 
 
 def fold_value(value: Any) -> Any:
@@ -48,7 +49,9 @@ def compile_filters(filters: Filters) -> Callable[[Document], bool]:
     """A predicate for ``filters``.
 
     Raises:
-        ValueError: ``filters`` is not an object, an operator is unknown, or ``in``/``nin`` is not given a list.
+        ValueError: ``filters`` is not an object, an operator is unknown, ``in``/``nin`` is not given a list, or a
+            target is not a scalar (a list of scalars for ``in``/``nin``): nothing nested is folded, so no input
+            depth can exhaust the stack.
     """
     if not isinstance(filters, Mapping):
         raise ValueError(f"filters must be a JSON object, got {type(filters).__name__}")
@@ -60,6 +63,12 @@ def compile_filters(filters: Filters) -> Callable[[Document], bool]:
                 raise ValueError(f"filters.{field}: unknown operator {op!r}; use one of {', '.join(OPERATORS)}")
             if op in ("in", "nin") and not isinstance(target, list | tuple):
                 raise ValueError(f"filters.{field}.{op}: expected a list")
+            options = target if op in ("in", "nin") else [target]
+            if not all(isinstance(v, _SCALARS) for v in options):
+                raise ValueError(
+                    f"filters.{field}.{op}: expected {'a list of ' if op in ('in', 'nin') else ''}strings, numbers, "
+                    "booleans or null (nested lists and objects cannot match a metadata value)"
+                )
             checks.append((field, op, fold_value(target)))
 
     def matches(doc: Document) -> bool:

@@ -56,3 +56,18 @@ def test_filters_apply_inside_retrieval_on_the_ml_corpus(stand_in) -> None:
         assert all(h.document.meta["venue"] == "icml" and h.document.meta["year"] >= 2018 for h in hits)
     unfiltered = retriever.search(query, k=50, mode="bm25")
     assert sum(h.document.meta["venue"] == "icml" and h.document.meta["year"] >= 2018 for h in unfiltered) < 50
+
+
+def test_a_deeply_nested_filter_target_is_a_value_error_naming_the_field() -> None:
+    """A 478-deep list (a 1 KB body) raised RecursionError and answered 500 (issue 16)."""
+    import pytest
+
+    from index.filters import compile_filters
+
+    deep: list = ["icml"]
+    for _ in range(478):
+        deep = [deep]
+    for filters in ({"venue": {"in": deep}}, {"venue": {"eq": deep}}, {"venue": deep}, {"venue": {"nin": [["a"]]}}):
+        with pytest.raises(ValueError, match=r"filters\.venue\.(in|nin|eq): expected"):
+            compile_filters(filters)
+    assert compile_filters({"venue": {"in": ["icml", None, 2019]}, "year": {"gte": 2018}})
