@@ -37,13 +37,17 @@ _WHICH_PAPERS = re.compile(
 
 
 def is_yes_no(question: str) -> bool:
-    """True for a polar question: it opens with an auxiliary verb ("Does ...", "Is ...", "Can ...") and offers
-    no alternatives ("Is A or B better?" is not yes/no).
+    """True for a polar question: it, or its last clause after a colon or full stop (title-style questions,
+    "Double balloon enteroscopy: is it safe?"), opens with an auxiliary verb ("Does ...", "Is ...", "Can ...") and
+    offers no alternatives ("Is A or B better?" is not yes/no).
 
     >>> is_yes_no("Does aspirin reduce stroke risk?"), is_yes_no("Is A or B faster?"), is_yes_no("What is A?")
     (True, False, False)
+    >>> is_yes_no("Metered-dose inhalers. Do providers know what to teach?"), is_yes_no("CA 19-9: a contraindication?")
+    (True, False)
     """
-    return bool(_AUXILIARY.match(question)) and not _ALTERNATIVE.search(question)
+    clause = re.split(r"[:.]\s+", question.strip())[-1]
+    return bool(_AUXILIARY.match(clause)) and not _ALTERNATIVE.search(clause)
 
 
 def asks_which_papers(question: str) -> bool:
