@@ -43,6 +43,7 @@ from index.tokenize import tokenize
 from index.types import Document
 from service.context import coined_name, names_in, select_sentences
 from service.answering.base import RetrievingAnswerer, retrieval_gap
+from service.answering.prompt import quoted
 from service.answering.types import NOT_FOUND, Answer, Citation
 from service.generator import Generator
 
@@ -90,7 +91,7 @@ def build_messages(
     blocks = []
     for n, result in enumerate(passages, start=1):
         shown = texts[n - 1] if texts is not None else result.passage.text
-        text = fold(shown).replace("<<<", "‹‹‹").replace(">>>", "›››")
+        text = quoted(shown)
         name = coined_name(result.document.text)
         blocks.append(f"[{n}] {name + ', ' if name else ''}from \"{result.document.label}\":\n<<<{text}>>>")
     user = "Passages:\n\n" + "\n\n".join(blocks) + f"\n\nQuestion: {question}\nAnswer:"

@@ -14,7 +14,7 @@ import random
 import re
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -209,6 +209,6 @@ def evaluate_qa(
         "summary": summarise(records, bench.kind),
         "risk_coverage": m.risk_coverage([r.confidence for r in answered], [correct(r, bench.kind) for r in answered]),
         "questions": [
-            {k: getattr(r, k) for k in r.__slots__} for r in records  # type: ignore[attr-defined]
+            asdict(r) for r in records
         ],
     }

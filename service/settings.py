@@ -106,7 +106,7 @@ class Settings(BaseSettings):
         6, ge=1, le=9, description="Evidence sentences the model reads (evidence mode; eval/results/qa.md)."
     )
     min_confidence: float = Field(
-        0.2, ge=0.0, le=1.0, description="Evidence mode: abstain when the model's probability that some evidence "
+        0.2, ge=0.0, le=1.0, description="Evidence mode: abstain when the model's probability that the best evidence "
         "sentence answers is below this (chosen on dev questions: eval/results/qa.md).",
     )
     ask_sentences: int = Field(

@@ -60,8 +60,10 @@ class EvidenceAnswerer(RetrievingAnswerer):
         generator: the loaded chat model.
         encode: the dense encoder's ``encode`` (``list[str] -> (n, dim) float32``, L2-normalised rows).
         min_dense_score: abstain before asking the model when the best passage's cosine is below this.
-        min_confidence: abstain when ``1 - p(none)`` is below this (:mod:`~service.answering.verify`).
-        evidence_sentences: sentences shown to the model (1-9).
+        min_confidence: abstain when the model's P(yes) for the stated sentence is below this
+            (:mod:`~service.answering.verify`).
+        evidence_sentences: sentences the model judges (1-9).
+        weights: ``(dense, bm25, coverage, rank)`` weights of the evidence score (:mod:`~service.answering.evidence`).
         decision_bias: per-class log-probability offsets of the yes/no/maybe decision.
 
     Raises:
@@ -128,12 +130,10 @@ class EvidenceAnswerer(RetrievingAnswerer):
         best = int(np.argmax(final))
         confidence = p[best]
         if confidence < self.min_confidence and decision is None:
-            answer = self._abstain(
+            return self._abstain(
                 question, passages, evidence, f"the model found no evidence sentence that answers "
-                f"(confidence {confidence:.2f} < {self.min_confidence:.2f})", timings, started, raw,
+                f"(confidence {confidence:.2f} < {self.min_confidence:.2f})", timings, started, raw, confidence,
             )
-            answer.confidence = confidence
-            return answer
         used = self._used(question, evidence, p, best)
         several_papers = len({evidence[i].doc_id for i in used}) > 1
         text, citations = compose(evidence, used, decision, name_papers=several_papers or asks_which_papers(question))
@@ -162,7 +162,9 @@ class EvidenceAnswerer(RetrievingAnswerer):
     @staticmethod
     def _abstain(
         question: str, passages: list[SearchResult], evidence: list[Evidence], reason: str,
-        timings: dict[str, float], started: float, raw: str = "",
+        timings: dict[str, float], started: float, raw: str = "", confidence: float = 0.0,
     ) -> Answer:
         timings["total"] = (time.perf_counter() - started) * 1000
-        return Answer(question, NOT_FOUND, True, reason, [], passages, raw, timings, evidence=evidence)
+        return Answer(
+            question, NOT_FOUND, True, reason, [], passages, raw, timings, evidence=evidence, confidence=confidence
+        )

@@ -59,20 +59,21 @@ def asks_which_papers(question: str) -> bool:
     return bool(_WHICH_PAPERS.match(question))
 
 
-def _quoted(text: str) -> str:
-    """``text`` folded (markup removed, ``80\\%`` reads ``80%``) on one line, fence markers neutralised."""
+def quoted(text: str) -> str:
+    """``text`` as a prompt quotes it: folded (markup removed, ``80\\%`` reads ``80%``) on one line, the fence
+    markers ``<<<`` / ``>>>`` neutralised so quoted text cannot close its own quote."""
     return fold(text).replace("<<<", "‹‹‹").replace(">>>", "›››")
 
 
 def evidence_block(evidence: Sequence[Evidence]) -> str:
     """The evidence as the model reads it: ``[i] sentence`` lines, ``i`` = 1..len(evidence) (no paper labels:
-    they cost prompt tokens, ~20 ms each on 2 cores, and the choice does not need them)."""
-    lines = [f"[{i}] {_quoted(e.text)}" for i, e in enumerate(evidence, start=1)]
+    they cost prompt tokens, ~20 ms each on 2 cores, and the decision does not need them)."""
+    lines = [f"[{i}] {quoted(e.text)}" for i, e in enumerate(evidence, start=1)]
     return "Evidence:\n<<<\n" + "\n".join(lines) + "\n>>>"
 
 
 def _messages(question: str, evidence: Sequence[Evidence], task: str) -> list[dict[str, str]]:
-    user = f"{evidence_block(evidence)}\n\nQuestion: {_quoted(question)}\n\n{task}"
+    user = f"{evidence_block(evidence)}\n\nQuestion: {quoted(question)}\n\n{task}"
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
@@ -92,7 +93,7 @@ RELEVANCE_GRAMMAR = 'root ::= "yes" | "no"'
 def relevance_messages(question: str, evidence: Evidence) -> list[dict[str, str]]:
     """Messages asking whether one evidence sentence answers ``question`` (question first: a cached prefix)."""
     user = (
-        f"Question: {_quoted(question)}\n\nSentence: <<<{_quoted(evidence.text)}>>>\n\n"
+        f"Question: {quoted(question)}\n\nSentence: <<<{quoted(evidence.text)}>>>\n\n"
         "Does the sentence answer the question? Reply yes or no."
     )
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]

@@ -41,11 +41,14 @@ class Answer:
         citations: the checked citations, in order of first appearance.
         passages: the retrieved passages, numbered ``[1]..[k]``.
         raw: the model's unedited output (``""`` when the model was not called).
-        timings_ms: ``retrieve``, ``prompt``, ``generate`` and ``total`` in milliseconds.
+        timings_ms: ``retrieve``, ``prompt``, ``generate`` and ``total`` in milliseconds (evidence-first answering
+            adds ``evidence``).
+        completion_tokens: tokens the model generated (model tokens).
         evidence: the evidence sentences the model read (evidence-first answering), best first.
         used: 0-based indexes into ``evidence`` of the sentences the answer is built from.
         decision: ``"yes"``, ``"no"`` or ``"maybe"`` for a yes/no question, else ``None``.
-        confidence: the answer's calibrated confidence in ``[0, 1]`` (1 - the probability of "not found").
+        confidence: the model's probability in ``[0, 1]`` that the stated sentence answers the question (also
+            set when it abstained for being below the threshold; 0 when the model was not asked).
     """
 
     question: str
