@@ -5,7 +5,8 @@
 3. The model judges each sentence alone: its probability that the sentence answers the question (one token
    under a yes/no grammar; :func:`~service.answering.generate.relevance`). A sentence's final score is
    :data:`RELEVANCE_WEIGHT` times that probability plus the rest times its evidence score; the best one is stated.
-4. A yes/no question is also decided (yes/no/maybe probabilities, calibrated).
+4. A yes/no question is also decided: the model drafts what the top document's text concludes, then its
+   yes/no/maybe probabilities are read (:func:`~service.answering.generate.decide`).
 5. Verify: abstain when retrieval found nothing close, or when the model's probability that the best sentence
    answers is below :data:`~service.answering.verify.MIN_CONFIDENCE`.
 6. Compose the answer from the chosen sentences (:mod:`~service.answering.compose`): each citation is the
@@ -120,8 +121,8 @@ class EvidenceAnswerer(RetrievingAnswerer):
         p = [c.probabilities["yes"] for c in judged]
         decision = None
         if yes_no:
-            decided = decide(self.generator, question, evidence)
-            steps.append(decided.completion)
+            decided, draft = decide(self.generator, question, passages[0].passage.text)
+            steps += [draft, decided.completion]
             decision = verify.calibrated_decision(decided.probabilities, self.decision_bias)
         timings["prompt"] = sum(c.prompt_ms for c in steps)
         timings["generate"] = sum(c.generate_ms for c in steps)

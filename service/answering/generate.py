@@ -1,6 +1,6 @@
-"""The model's two constrained steps: judge each evidence sentence, decide a yes/no question.
+"""The model's steps: judge each evidence sentence, decide a yes/no question (after a free one-sentence draft).
 
-Each is one greedy completion of one token under a grammar (:mod:`service.answering.prompt`), and what is used is
+Each judgement is one greedy completion of one token under a grammar (:mod:`service.answering.prompt`), and what is used is
 not the token written but the model's probabilities over the allowed options at that position (llama.cpp's
 ``top_logprobs``, reported before the grammar masks the alternatives). Spellings of one option are pooled
 (``"Yes"``, ``" yes"`` and ``"yes"`` are the option ``yes``); an option absent from the top 20 gets the smallest
@@ -14,10 +14,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from service.answering.evidence import Evidence
-from service.answering.prompt import DECISION_GRAMMAR, RELEVANCE_GRAMMAR, decision_messages, relevance_messages
+from service.answering.prompt import (
+    DECISION_GRAMMAR,
+    RELEVANCE_GRAMMAR,
+    decision_after_draft,
+    draft_messages,
+    relevance_messages,
+)
 from service.generator import Completion, Generator
 
 TOP_LOGPROBS = 20
+#: Token limit of the decision's draft (one sentence; ~10 tokens/s on 2 cores).
+DRAFT_TOKENS = 48
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +66,20 @@ def _run(generator: Generator, messages: list[dict[str, str]], grammar: str, opt
     return Choice(option_probabilities(alternatives, options), completion)
 
 
-def decide(generator: Generator, question: str, evidence: Sequence[Evidence]) -> Choice:
-    """The model's probabilities of ``yes``, ``no`` and ``maybe`` for ``question`` given ``evidence``."""
-    return _run(generator, decision_messages(question, evidence), DECISION_GRAMMAR, ["yes", "no", "maybe"], True)
+def decide(generator: Generator, question: str, context: str) -> tuple[Choice, Completion]:
+    """Draft-then-decide: the model first writes, unconstrained, one sentence stating what ``context`` concludes
+    about ``question`` (at most :data:`DRAFT_TOKENS` tokens), then its probabilities of ``yes``, ``no`` and
+    ``maybe`` are read after that draft. Constraining a small model from its first token hurts it; the free draft
+    is the remedy the issue names, and on PubMedQA's dev half it lifted accuracy from 0.41 to 0.56.
+
+    Returns:
+        ``(choice, draft)``: the decision's probabilities and the draft's completion (its text and timings).
+    """
+    messages = draft_messages(question, context)
+    draft = generator.chat(messages, max_tokens=DRAFT_TOKENS, pin=False)
+    choice = _run(generator, decision_after_draft(messages, draft.text.strip()), DECISION_GRAMMAR,
+                  ["yes", "no", "maybe"], True)
+    return choice, draft
 
 
 def relevance(generator: Generator, question: str, evidence: Sequence[Evidence]) -> list[Choice]:

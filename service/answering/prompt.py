@@ -2,8 +2,9 @@
 
 The model never writes the answer. It only (a) judges whether one evidence sentence answers the question
 (:func:`relevance_messages`, grammar :data:`RELEVANCE_GRAMMAR`: the question comes first, so llama.cpp keeps it
-cached across a question's sentences), or (b) decides a yes/no question from the numbered evidence
-(:func:`decision_messages`, grammar :data:`DECISION_GRAMMAR`).
+cached across a question's sentences), or (b) decides a yes/no question: it drafts the conclusion of the top
+document's text in a sentence (:func:`draft_messages`, free text, never shown), then answers yes/no/maybe
+(:func:`decision_after_draft`, grammar :data:`DECISION_GRAMMAR`).
 
 The prompts hold no corpus or benchmark text: only instructions (no examples are needed for a one-token choice).
 """
@@ -11,7 +12,6 @@ The prompts hold no corpus or benchmark text: only instructions (no examples are
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 
 from index.text import fold
 from service.answering.evidence import Evidence
@@ -65,25 +65,23 @@ def quoted(text: str) -> str:
     return fold(text).replace("<<<", "‹‹‹").replace(">>>", "›››")
 
 
-def evidence_block(evidence: Sequence[Evidence]) -> str:
-    """The evidence as the model reads it: ``[i] sentence`` lines, ``i`` = 1..len(evidence) (no paper labels:
-    they cost prompt tokens, ~20 ms each on 2 cores, and the decision does not need them)."""
-    lines = [f"[{i}] {quoted(e.text)}" for i, e in enumerate(evidence, start=1)]
-    return "Evidence:\n<<<\n" + "\n".join(lines) + "\n>>>"
-
-
-def _messages(question: str, evidence: Sequence[Evidence], task: str) -> list[dict[str, str]]:
-    user = f"{evidence_block(evidence)}\n\nQuestion: {quoted(question)}\n\n{task}"
+def draft_messages(question: str, context: str) -> list[dict[str, str]]:
+    """Draft-then-decide, step 1: messages asking the model to state, in one sentence of its own, what ``context``
+    (the top document's retrieved text) concludes about a yes/no ``question``; the decision is read after it
+    (:func:`decision_after_draft`). Deciding straight from the text, the model answered "yes" or "maybe" to nearly
+    every PubMedQA dev question; writing the conclusion first lets it reach "no" (``eval/results/qa.md``)."""
+    user = (
+        f"Abstract:\n<<<\n{quoted(context)}\n>>>\n\nQuestion: {quoted(question)}\n\n"
+        "In one sentence, state what the abstract's results conclude about the question."
+    )
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
-def decision_messages(question: str, evidence: Sequence[Evidence]) -> list[dict[str, str]]:
-    """Messages asking for the yes/no/maybe answer to ``question`` given the evidence."""
-    return _messages(
-        question, evidence,
-        "Based only on the evidence, answer the question with one word: yes, no, or maybe (when the evidence is "
-        "mixed or does not settle it).",
-    )
+def decision_after_draft(messages: list[dict[str, str]], draft: str) -> list[dict[str, str]]:
+    """Draft-then-decide, step 2: ``messages`` (:func:`draft_messages`) with the model's ``draft`` as its turn,
+    then the one-word question (grammar :data:`DECISION_GRAMMAR`)."""
+    return [*messages, {"role": "assistant", "content": draft},
+            {"role": "user", "content": "So is the answer to the question yes, no, or maybe? Reply with one word."}]
 
 
 #: The pointwise relevance grammar.

@@ -15,7 +15,13 @@ from service.answering import EvidenceAnswerer
 from service.answering.compose import compose
 from service.answering.evidence import candidate_sentences, grouped, select_evidence, sentence_scores
 from service.answering.generate import option_probabilities
-from service.answering.prompt import asks_which_papers, decision_messages, is_yes_no, relevance_messages
+from service.answering.prompt import (
+    asks_which_papers,
+    decision_after_draft,
+    draft_messages,
+    is_yes_no,
+    relevance_messages,
+)
 from service.answering.verify import calibrated_decision
 from service.generator import Completion
 from tests.conftest import HashEmbedder
@@ -120,8 +126,11 @@ def test_prompts_quote_the_evidence_and_put_the_question_first() -> None:
     judged = relevance_messages("What causes HIV-1 in children?", evidence[0])[1]["content"]
     assert judged.startswith("Question: What causes HIV-1 in children?")
     assert f"<<<{evidence[0].text}>>>" in judged
-    decided = decision_messages("Is MTCT the main cause?", evidence)[1]["content"]
-    assert "[1] " in decided and "[2] " in decided and "[3] " not in decided
+    drafted = draft_messages("Is MTCT the main cause?", COVID)
+    assert f"<<<\n{COVID}\n>>>" in drafted[1]["content"] and "Question: Is MTCT the main cause?" in drafted[1]["content"]
+    decided = decision_after_draft(drafted, "MTCT is the main cause.")
+    assert [m["role"] for m in decided] == ["system", "user", "assistant", "user"]
+    assert decided[2]["content"] == "MTCT is the main cause." and "yes, no, or maybe" in decided[3]["content"]
 
 
 def test_compose_states_evidence_with_exact_citations_and_the_decision() -> None:
@@ -161,7 +170,9 @@ class FixedGenerator:
 
     def chat(self, messages, max_tokens, on_delta=None, grammar=None, top_logprobs=0, pin=True) -> Completion:
         self.calls += 1
-        if "maybe" in (grammar or ""):
+        if grammar is None:  # the decision's free draft
+            return Completion("The results conclude it.", 300, 5, 100.0, 5.0, "stop", ())
+        if "maybe" in grammar:
             table = self.decision
         else:
             yes = self.relevance[self.judged] if self.judged < len(self.relevance) else 1e-3
@@ -210,7 +221,7 @@ def test_a_yes_no_answer_opens_with_the_calibrated_decision() -> None:
     qa = answerer([0.2, 0.2, 0.2, 0.2, 0.8, 0.2], {"yes": 0.2, "no": 0.7, "maybe": 0.1})
     answer = qa.ask("Does tailored print increase mammography use?", k=2)
     assert answer.decision == "no" and answer.answer.startswith("No. ")
-    assert qa.generator.calls == 7
+    assert qa.generator.calls == 8  # 6 judgements, the draft, the decision
 
 
 def test_a_second_paper_judged_as_likely_is_stated_too() -> None:
