@@ -26,7 +26,7 @@ from index.dense import AUTO_HNSW_THRESHOLD, DenseIndex, choose_kind
 from index.embed import Embedder
 from index.errors import DocumentNotFound
 from index.progress import build_progress
-from index.store import IndexConfig, IndexStore, LoadedIndex
+from index.store import IndexConfig, IndexStore, LoadedIndex, wal_seq
 from index.tokenize import tokenize_many
 from index.types import Document, Passage
 
@@ -126,6 +126,8 @@ def build_index(
     extra_manifest: dict[str, object] | None = None,
     dense_kind: str = "auto",
     progress: Progress | None = None,
+    reset_sources: Sequence[str] | None = None,
+    logged_as: int | None = None,
 ) -> Path:
     """Chunk, tokenise, embed and index ``documents``; commit them as the store's new live version.
 
@@ -134,6 +136,11 @@ def build_index(
     Args:
         show_progress: draw progress bars for chunking and embedding (on a terminal only).
         progress: draw them in this running ``Progress`` instead (e.g. the caller's, which also shows reading).
+        reset_sources: the files ``documents`` were read from: a full build from them is appended to the write log
+            (:mod:`index.wal`, a ``reset``) just before the commit, under the write lock, so the log orders it
+            among the API's writes as the versions do.
+        logged_as: this build is log entry ``logged_as`` already (a replay); record it, append nothing. With
+            neither, the new version holds what ``extra_manifest["wal_seq"]`` says (a rebuild of the same documents).
 
     Returns:
         The new version directory.
@@ -144,7 +151,20 @@ def build_index(
         log.info("embedding %d passages of %d documents with %s", len(passages), len(documents), embedder.name)
         vectors = embed_passages(embedder, passage_texts(passages, by_id), [p.n_tokens for p in passages], bars)
     with store.writing():  # never commit in the middle of another writer's update (it would then overwrite this)
-        return write_version(store, config, documents, passages, vectors, extra_manifest, dense_kind)
+        extra = dict(extra_manifest or {})
+        appended = None
+        if logged_as is not None:
+            extra["wal_seq"] = logged_as
+        elif reset_sources is not None:
+            live = store.current()
+            held = wal_seq(live) if live is not None else 0
+            appended = extra["wal_seq"] = store.log.append("reset", after=held, sources=reset_sources)
+        try:
+            return write_version(store, config, documents, passages, vectors, extra, dense_kind)
+        except BaseException:
+            if appended is not None:
+                store.log.append("abort", target=appended)
+            raise
 
 
 def update_index(
@@ -158,6 +178,8 @@ def update_index(
     show_progress: bool = False,
     dense_kind: str = "auto",
     progress: Progress | None = None,
+    log_write: bool = True,
+    logged_as: int | None = None,
 ) -> tuple[Path, WriteReport]:
     """Insert or replace ``upserts`` and remove ``deletes`` (document ids), as one new live version.
 
@@ -169,9 +191,16 @@ def update_index(
     (:meth:`~index.store.IndexStore.writing`): a concurrent writer, in this process or another, waits, then builds on
     this update's version.
 
+    Durability: the write is appended to the store's write-ahead log (:mod:`index.wal`, fsynced) before anything
+    is embedded, and the new version records its sequence number (``wal_seq``), so once this returns the write
+    survives the loss of the version that holds it (:mod:`index.recovery`). A failure after the append logs an
+    ``abort`` for it.
+
     Args:
         extra_manifest: keys merged over the live manifest's extra keys (e.g. ``sources``).
         show_progress, progress: as for :func:`build_index` (bars for the new documents only).
+        log_write: append the write to the log (``False`` for changes that the source files already record).
+        logged_as: the write is log entry ``logged_as`` already (a replay): record it, append nothing.
 
     Returns:
         ``(version directory, report)``; when nothing changes no version is written and the live one is returned.
@@ -183,7 +212,8 @@ def update_index(
     """
     with store.writing():
         return _update_locked(
-            store, embedder, chunker, config, upserts, deletes, extra_manifest, show_progress, dense_kind, progress
+            store, embedder, chunker, config, upserts, deletes, extra_manifest, show_progress, dense_kind, progress,
+            log_write, logged_as,
         )
 
 
@@ -198,6 +228,8 @@ def _update_locked(
     show_progress: bool,
     dense_kind: str,
     progress: Progress | None,
+    log_write: bool,
+    logged_as: int | None,
 ) -> tuple[Path, WriteReport]:
     live: LoadedIndex | None = store.load() if store.current() is not None else None
     if live is not None and live.config != config:
@@ -226,6 +258,37 @@ def _update_locked(
     if live is not None and not changed and not deletes and not report.updated:
         report.version = live.path.name
         return live.path, report
+    held = int(live.manifest.get("wal_seq", 0)) if live is not None else 0
+    seq = logged_as
+    if seq is None and log_write:
+        logged = list(changed.values()) + [old_docs[doc_id] for doc_id in report.updated]
+        seq = store.log.append("write", after=held, documents=logged, doc_ids=deletes)
+    try:
+        return _apply(store, embedder, chunker, config, live, old_docs, changed, deletes, report, extra_manifest,
+                      show_progress, dense_kind, progress, held if seq is None else seq)
+    except BaseException:
+        if seq is not None and logged_as is None:
+            store.log.append("abort", target=seq)
+        raise
+
+
+def _apply(
+    store: IndexStore,
+    embedder: Embedder,
+    chunker: Chunker,
+    config: IndexConfig,
+    live: LoadedIndex | None,
+    old_docs: dict[str, Document],
+    changed: dict[str, Document],
+    deletes: list[str],
+    report: WriteReport,
+    extra_manifest: dict[str, object] | None,
+    show_progress: bool,
+    dense_kind: str,
+    progress: Progress | None,
+    seq: int,
+) -> tuple[Path, WriteReport]:
+    """Embed what changed and commit the new version (the second half of :func:`update_index`)."""
 
     gone = set(deletes) | set(changed)
     kept_rows = [row for row, p in enumerate(live.passages) if p.doc_id not in gone] if live is not None else []
@@ -252,6 +315,7 @@ def _update_locked(
             vectors = np.concatenate([live.dense.vectors(np.asarray(kept_rows, dtype=np.int64)), new_vectors])
     extra = {key: value for key, value in (live.manifest if live else {}).items() if key not in _MANIFEST_KEYS}
     extra.update(extra_manifest or {})
+    extra["wal_seq"] = seq
     path = write_version(store, config, documents, passages, vectors, extra, dense_kind, tokens=tokens, dense=dense)
     report.version = path.name
     log.info(

@@ -6,10 +6,13 @@ Layout::
       CURRENT                   name of the live version, replaced atomically (write temp, fsync, rename)
       versions/v<seq>-<time>-<rand>/
         manifest.json           settings, corpus fingerprint, counts, file checksums, library versions
+        manifest.sha256         the manifest's own checksum (a flipped byte in it is refused too)
         documents.jsonl         one Document per line
         passages.jsonl          one Passage per line (row i == BM25 row i == FAISS row i)
         bm25/                   bm25s arrays (.npy) + params, and every passage's tokens (tokens.*)
         dense.faiss             FAISS index
+      versions/damaged/         versions that failed verification, moved aside with REASON.txt
+      wal.jsonl                 write-ahead log of acknowledged writes (:mod:`index.wal`)
 
 A build writes a new version directory under a temporary name, fsyncs it, renames it into place and only then
 switches ``CURRENT``; a crash at any point leaves the previous version live. Loading re-checks counts and
@@ -35,16 +38,22 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from index import faults
 from index.bm25 import BM25Index
 from index.dense import DenseIndex
 from index.errors import IndexMismatch, IndexNotFound
 from index.tokenize import TOKENIZER_VERSION
 from index.types import Document, Passage
+from index.wal import WriteLog
 
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
+#: Versions kept on disk: the live one and the one before, so a live version found damaged has a verified
+#: predecessor to fall back to (the write log holds every write since that predecessor).
 KEEP_VERSIONS = 2
+#: Folder under ``versions/`` holding versions that failed verification.
+DAMAGED = "damaged"
 _LIBRARIES = ("faiss-cpu", "bm25s", "sentence-transformers", "transformers", "torch", "citerag")
 
 
@@ -116,7 +125,10 @@ class IndexStore:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.versions = self.root / "versions"
-        self._lock = FileLock(str(self.root / "write.lock"))  # the file is made on first acquire
+        # one lock object per path in the process (filelock's singleton), so the lock is reentrant in one thread
+        # across IndexStore objects of one root (a replay that calls a build); the file is made on first acquire
+        self._lock = FileLock(str((self.root / "write.lock").absolute()), is_singleton=True)
+        self.log = WriteLog(self.root / "wal.jsonl")
 
     @contextmanager
     def writing(self) -> Iterator[None]:
@@ -175,7 +187,7 @@ class IndexStore:
             raise ValueError(f"update_manifest cannot change {sorted(data_keys)}: write a new version")
         path = self._live()
         manifest = {**_read_manifest(path), **changes}
-        _atomic_write_text(path / "manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False))
+        _write_manifest(path, manifest, atomic=True)
         return manifest
 
     def ensure_writable(self) -> None:
@@ -199,6 +211,7 @@ class IndexStore:
         try:
             _write_jsonl(tmp / "documents.jsonl", map(_fields, documents))
             _write_jsonl(tmp / "passages.jsonl", map(_fields, passages))
+            faults.point("mid-version")
             bm25.save(tmp / "bm25")
             dense.save(tmp)
             manifest = {
@@ -211,11 +224,13 @@ class IndexStore:
                 "libraries": _library_versions(),
                 **(extra or {}),
             }
-            (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False))
+            _write_manifest(tmp, manifest)
             _fsync_tree(tmp)
             final = self.versions / name
             os.replace(tmp, final)
+            faults.point("before-current")
             _atomic_write_text(self.root / "CURRENT", name + "\n")
+            faults.point("after-current")
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -238,17 +253,56 @@ class IndexStore:
             raise IndexNotFound(f"no index in {self.root}: run `citerag index` (or `make serve`) to build one")
         return path
 
+    def version_dirs(self) -> list[Path]:
+        """The committed version directories, newest first (neither temporary nor moved aside)."""
+        if not self.versions.is_dir():
+            return []
+        return sorted((p for p in self.versions.glob("v[0-9][0-9][0-9][0-9][0-9][0-9]-*") if p.is_dir()),
+                      key=lambda p: p.name, reverse=True)
+
+    def set_current(self, path: Path) -> None:
+        """Make the committed version ``path`` live (atomic replace of ``CURRENT``). Call under :meth:`writing`."""
+        _atomic_write_text(self.root / "CURRENT", path.name + "\n")
+
+    def quarantine(self, path: Path, reason: str) -> Path:
+        """Move a version that failed verification to ``versions/damaged/`` (kept for inspection, never served or
+        pruned), with ``REASON.txt`` saying why. Call under :meth:`writing`. Returns its new path."""
+        aside = self.versions / DAMAGED
+        aside.mkdir(parents=True, exist_ok=True)
+        target = aside / path.name
+        if target.exists():
+            target = aside / f"{path.name}-{uuid.uuid4().hex[:6]}"
+        os.replace(path, target)
+        (target / "REASON.txt").write_text(reason + "\n")
+        log.warning("index version %s failed verification and was moved to %s: %s", path.name, target, reason)
+        return target
+
     def _next_sequence(self) -> int:
         numbers = [int(p.name[1:7]) for p in self.versions.glob("v[0-9][0-9][0-9][0-9][0-9][0-9]-*")]
         return max(numbers, default=0) + 1
 
     def _prune(self, keep: str) -> None:
-        names = sorted(p.name for p in self.versions.iterdir() if p.is_dir() and not p.name.startswith("."))
+        """Remove all but the :data:`KEEP_VERSIONS` newest versions (``keep``, the new live one, always stays; the
+        damaged ones are aside and not counted), then cut the write log up to what the oldest kept version holds,
+        so that either kept version plus the log restores every acknowledged write (with one version, nothing is
+        cut: the log's full build then stands in for the missing predecessor)."""
+        names = sorted(p.name for p in self.version_dirs())
         for old in [n for n in names if n != keep][: max(0, len(names) - KEEP_VERSIONS)]:
             shutil.rmtree(self.versions / old, ignore_errors=True)
+        if len(names) >= KEEP_VERSIONS:  # with one version, the log (from its full build) is its only fallback
+            self.log.cut(min(wal_seq(self.versions / name) for name in names[-KEEP_VERSIONS:]))
         for stale in self.versions.glob(".tmp-*"):
             if stale.stat().st_mtime < time.time() - 3600:  # left by a crashed build long ago
                 shutil.rmtree(stale, ignore_errors=True)
+
+
+def wal_seq(path: Path) -> int:
+    """The last write-log sequence number the version ``path`` holds (0 when its manifest is unreadable or predates
+    the log, so nothing is cut on its account)."""
+    try:
+        return int(_read_manifest(path).get("wal_seq", 0))
+    except (IndexMismatch, TypeError, ValueError):
+        return 0
 
 
 def load_version(path: Path, mmap: bool = True) -> LoadedIndex:
@@ -272,10 +326,30 @@ def load_version(path: Path, mmap: bool = True) -> LoadedIndex:
 
 
 def _read_manifest(path: Path) -> dict[str, Any]:
+    """The manifest, checked against ``manifest.sha256`` (versions written before it existed have none)."""
     try:
-        return json.loads((path / "manifest.json").read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        raw = (path / "manifest.json").read_bytes()
+        seal = path / "manifest.sha256"
+        if seal.is_file() and seal.read_text().strip() != hashlib.sha256(raw).hexdigest():
+            raise ValueError("its checksum differs from manifest.sha256")
+        manifest = json.loads(raw)
+        if not isinstance(manifest, dict) or manifest.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"not a format {FORMAT_VERSION} manifest")
+        return manifest
+    except (OSError, ValueError) as exc:
         raise IndexMismatch(f"{path}: manifest unreadable ({exc}); rebuild with `citerag index`") from exc
+
+
+def _write_manifest(path: Path, manifest: dict[str, Any], atomic: bool = False) -> None:
+    """Write ``manifest.json`` and its seal ``manifest.sha256`` (each replaced atomically when ``atomic``)."""
+    text = json.dumps(manifest, indent=2, ensure_ascii=False)
+    seal = hashlib.sha256(text.encode()).hexdigest() + "\n"
+    if atomic:  # the seal goes first: a crash between the two leaves a mismatch, which refuses the version
+        _atomic_write_text(path / "manifest.sha256", seal)  # (and a refused version is recovered from the log)
+        _atomic_write_text(path / "manifest.json", text)
+    else:
+        (path / "manifest.json").write_text(text)
+        (path / "manifest.sha256").write_text(seal)
 
 
 def _data_files(directory: Path) -> list[str]:

@@ -88,10 +88,15 @@ def _open_searcher(settings: Settings):  # noqa: ANN202 - a Retriever or a Milvu
 
 
 def _open_index(settings: Settings):  # noqa: ANN202 - returns LoadedIndex; imported lazily to keep --help fast
-    """The live index (never built implicitly: a mistyped --index-dir must not start a build)."""
-    from index.store import IndexStore
+    """The live index, recovered (:func:`service.pipeline.recover_index`) but never built implicitly: a mistyped
+    --index-dir must not start a build."""
+    from index.errors import IndexNotFound
+    from service.pipeline import recover_index
 
-    return IndexStore(settings.index_dir).load()
+    index = recover_index(settings, show_progress=False)
+    if index is None:
+        raise IndexNotFound(f"no index in {settings.index_dir}: run `citerag index` (or `make serve`) to build one")
+    return index
 
 
 @app.callback()
@@ -250,6 +255,7 @@ def doctor(index_dir: IndexDirOption = None) -> None:
     exits 1 when something is wrong."""
     from importlib import metadata
 
+    from index.recovery import health
     from index.store import IndexStore
     from service.models import GENERATORS, assemble_gguf, embedding_model_dir, onnx_int8_model, sha256_file
 
@@ -289,11 +295,9 @@ def doctor(index_dir: IndexDirOption = None) -> None:
     report(f"generator {settings.generator}", generator,
            f"{spec.install_hint()}; then rerun `citerag doctor` (a bad file is re-assembled)")
 
-    def index() -> str:
-        loaded = IndexStore(settings.index_dir).load()
-        return f"{loaded.path} ({len(loaded.documents)} documents, {len(loaded.passages)} passages, verified)"
-
-    report("index", index, f"citerag index --index-dir {settings.index_dir} (or make serve)")
+    report("index", lambda: health(IndexStore(settings.index_dir)),
+           "start the service or run any command (it recovers: damaged versions aside, the write log replayed); "
+           f"with no index, citerag index --index-dir {settings.index_dir} (or make serve)")
     if problems:
         console.print(f"[red]{problems} problem(s)[/]")
         raise typer.Exit(1)

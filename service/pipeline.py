@@ -22,6 +22,7 @@ from index.embedded import EmbeddedBackend
 from index.errors import IngestError
 from index.ingest import Corpus, read_corpus, source_files
 from index.progress import build_progress
+from index.recovery import recover, replay
 from index.backend import Searcher, WriteReport
 from index.retrieve import Retriever
 from index.store import IndexConfig, IndexStore, LoadedIndex
@@ -266,8 +267,10 @@ def add_sources(settings: Settings, paths: list[Path], show_progress: bool = Tru
     return _ingest(settings, paths, show_progress, add=True)
 
 
-def _ingest(settings: Settings, paths: list[Path], show_progress: bool, add: bool) -> tuple[LoadedIndex, WriteReport]:
-    """:func:`build` (``add=False``) or :func:`add_sources` (``add=True``)."""
+def _ingest(
+    settings: Settings, paths: list[Path], show_progress: bool, add: bool, logged_as: int | None = None
+) -> tuple[LoadedIndex, WriteReport]:
+    """:func:`build` (``add=False``) or :func:`add_sources` (``add=True``); ``logged_as``: a replayed reset."""
     store = IndexStore(settings.index_dir)
     store.ensure_writable()
     with build_progress(show_progress) as progress:
@@ -283,7 +286,8 @@ def _ingest(settings: Settings, paths: list[Path], show_progress: bool, add: boo
                 build_index(
                     documents, store, encoder, chunker, config, progress=progress,
                     extra_manifest=source_manifest(paths, records_by_source(paths, corpus), corpus.skipped, signatures),
-                    dense_kind=settings.dense_index,
+                    dense_kind=settings.dense_index, reset_sources=[str(p.resolve()) for p in paths],
+                    logged_as=logged_as,
                 )
                 report = WriteReport(added=[d.doc_id for d in documents])
             else:
@@ -314,25 +318,26 @@ def _ingest(settings: Settings, paths: list[Path], show_progress: bool, add: boo
 
 
 def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
-    """The live index, built when missing and brought up to date with its sources.
+    """The live index, recovered, built when missing and brought up to date with its sources.
+
+    Recovery first (:func:`recover_index`): a version that fails verification is moved aside, never served; the
+    newest verified one plus the write log's acknowledged writes is what is served.
 
     The sources are those recorded in the live index's manifest (what ``citerag index PATHS`` and
     ``citerag index --add PATHS`` built it from), or ``settings.corpus`` on first run. When their files' sizes and
     modification times are as recorded, the index is served as it is (no file is read). Otherwise the sources are
     re-read (later-added sources winning) under the index's write lock, and what changed in them is applied
     (:func:`source_changes`); when nothing did, only the recorded signature is refreshed. A change of index settings
-    rebuilds the live documents with those changes (documents added, replaced or deleted through the API stay so);
-    an index that fails verification is rebuilt from the sources. Sources that no longer exist leave the index as it
-    is (logged).
+    rebuilds the live documents with those changes (documents added, replaced or deleted through the API stay so).
+    Sources that no longer exist leave the index as it is (logged).
+
+    Raises:
+        IndexUnrecoverable: acknowledged writes cannot all be restored (the message says how to recover).
     """
     store = IndexStore(settings.index_dir)
     embedder = load_embedder(settings)
     wanted_config = index_config(settings, embedder)
-    try:
-        index = store.load() if store.current() is not None else None
-    except Exception as exc:  # noqa: BLE001 - any unreadable index (bad pointer, checksum) is rebuilt, reason logged
-        log.warning("index in %s refused (%s); rebuilding", settings.index_dir, exc)
-        index = None
+    index = recover_index(settings, show_progress)
     if index is None:
         return build(settings, list(settings.corpus), show_progress=show_progress)
     paths = [Path(p) for p in index.manifest.get("sources", settings.corpus)]
@@ -365,7 +370,8 @@ def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
                 documents.update((doc.doc_id, doc) for doc in upserts)  # the API's documents and edits are kept
                 build_index(
                     list(documents.values()), store, encoder, make_chunker(settings, embedder), wanted_config,
-                    progress=progress, extra_manifest=extra, dense_kind=settings.dense_index,
+                    progress=progress, extra_manifest={**extra, "wal_seq": index.manifest.get("wal_seq", 0)},
+                    dense_kind=settings.dense_index,
                 )
                 return store.load()
             if not upserts and not deletes:
@@ -376,9 +382,37 @@ def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
                      len(upserts), len(deletes))
             update_index(
                 store, encoder, make_chunker(settings, embedder), wanted_config, upserts=upserts, deletes=deletes,
-                extra_manifest=extra, progress=progress, dense_kind=settings.dense_index,
+                extra_manifest=extra, progress=progress, dense_kind=settings.dense_index, log_write=False,
             )
     return store.load()
+
+
+def recover_index(settings: Settings, show_progress: bool = True) -> LoadedIndex | None:
+    """Serve-safe start: under the write lock, move versions that fail verification aside, make the newest
+    verified one live and replay the write log's entries it does not hold (:mod:`index.recovery`): each write step
+    through :func:`~index.build.update_index`, a full build from its recorded sources (never ``settings.corpus``)
+    through :func:`build`. Returns the live index, or ``None`` when nothing was ever indexed.
+
+    Raises:
+        IndexUnrecoverable: as :func:`index.recovery.recover`.
+    """
+    store = IndexStore(settings.index_dir)
+    if not store.version_dirs() and not store.log.path.is_file():
+        return None
+    with store.writing():
+        recovery = recover(store)
+        if not recovery.steps:
+            return recovery.index
+        log.warning("replaying %d step(s) of the write log on %s (%s moved aside)",
+                    len(recovery.steps), recovery.index.path.name if recovery.index else "no verified version",
+                    ", ".join(name for name, _ in recovery.damaged) or "no version")
+        embedder = load_embedder(settings)
+
+        def rebuild(sources: list[str], seq: int) -> None:
+            _ingest(settings, [Path(p) for p in sources], show_progress, add=False, logged_as=seq)
+
+        with indexing_embedder(settings, embedder) as encoder:
+            return replay(store, recovery, encoder, make_chunker(settings, embedder), rebuild, settings.dense_index)
 
 
 def open_retriever(settings: Settings, index: LoadedIndex) -> Retriever:

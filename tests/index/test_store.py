@@ -41,6 +41,7 @@ class TestIndexStore:
         manifest = json.loads((version / "manifest.json").read_text())
         del manifest["config"]["tokenizer_version"]  # as written before the field existed
         (version / "manifest.json").write_text(json.dumps(manifest))
+        (version / "manifest.sha256").unlink()  # neither was the manifest's seal
         old = stand_in.store.load()
         assert old.config.tokenizer_version == 1 and old.config != stand_in.config  # so ensure_index rebuilds it
 

@@ -1,0 +1,198 @@
+"""The write-ahead log of acknowledged index writes (``<index_dir>/wal.jsonl``).
+
+Every write through :func:`index.build.update_index` (``POST`` / ``DELETE /documents``, ``citerag index --add``)
+and every full build from sources (``citerag index PATHS``) is appended here, fsynced, before it is applied, and
+each index version records in its manifest the last log sequence number it holds (``wal_seq``). The log is cut
+only up to the ``wal_seq`` of the oldest version kept on disk, so any one version that later fails verification can
+be replaced by an older verified one plus the log (:func:`index.recovery.recover`). The design follows the
+translog of Lucene/Elasticsearch: an operation is durable once it is in the log, not once a segment holds it.
+
+One JSON object per line::
+
+    {"base": 12}                                        first line after a cut: entries up to 12 were removed
+    {"seq": 13, "op": "write", "documents": [...], "doc_ids": ["a"], "sha256": "..."}  delete ids, then upsert
+    {"seq": 14, "op": "reset", "sources": ["data/x.jsonl"], "sha256": "..."}   a full build from these files
+    {"seq": 15, "op": "abort", "target": 13, "sha256": "..."}                     entry 13 failed and was not applied
+
+``sha256`` covers the entry without itself. A torn last line (the process died during the append, so the write was
+never acknowledged) is ignored; any other unreadable line raises :class:`WriteLogDamaged`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from index import faults
+from index.errors import CiteragError
+from index.types import Document
+
+log = logging.getLogger(__name__)
+
+Op = Literal["write", "reset", "abort"]
+
+
+class WriteLogDamaged(CiteragError):
+    """A line of the write-ahead log other than the last is unreadable or fails its checksum."""
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    """One logged write.
+
+    Attributes:
+        seq: its sequence number (1, 2, ...; never reused, also across cuts).
+        op: ``write`` (remove ``doc_ids``, then insert or replace ``documents``), ``reset`` (the index becomes
+            ``sources``' documents: a full build) or ``abort`` (entry ``target`` failed and was not applied).
+    """
+
+    seq: int
+    op: Op
+    documents: tuple[Document, ...] = ()
+    doc_ids: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    target: int = 0
+
+
+@dataclass(slots=True)
+class LogState:
+    """What the log file holds: ``base`` (entries up to it were cut) and the entries after it, in order."""
+
+    base: int = 0
+    entries: list[LogEntry] = field(default_factory=list)
+
+    @property
+    def last(self) -> int:
+        """The highest sequence number ever logged (``base`` when no entry follows it)."""
+        return self.entries[-1].seq if self.entries else self.base
+
+
+class WriteLog:
+    """The log file ``path`` (created on the first append). Callers hold the index's write lock."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def read(self) -> LogState:
+        """Parse the log.
+
+        Raises:
+            WriteLogDamaged: a line before the last is not a valid entry.
+        """
+        state = LogState()
+        if not self.path.is_file():
+            return state
+        lines = self.path.read_bytes().split(b"\n")
+        torn_tail = lines[-1] != b""  # every complete append ends with a newline
+        if not torn_tail:
+            lines.pop()
+        for number, raw in enumerate(lines, start=1):
+            last = number == len(lines)
+            try:
+                row = json.loads(raw)
+                if number == 1 and set(row) == {"base"}:
+                    state.base = int(row["base"])
+                    continue
+                entry = _entry(row)
+            except (ValueError, KeyError, TypeError) as exc:
+                if last:
+                    log.warning("%s: ignoring a torn last entry (a write that was never acknowledged): %s",
+                                self.path, exc)
+                    break
+                raise WriteLogDamaged(
+                    f"{self.path}:{number}: unreadable log entry ({exc}); acknowledged writes after it cannot be "
+                    "restored from the log: run `citerag doctor`"
+                ) from exc
+            state.entries.append(entry)
+        return state
+
+    def append(self, op: Op, *, after: int = 0, documents: Iterable[Document] = (), doc_ids: Iterable[str] = (),
+               sources: Iterable[str] = (), target: int = 0) -> int:
+        """Append one entry and fsync it; returns its sequence number (greater than ``after``, the live version's
+        ``wal_seq``, and than every number logged before).
+
+        Raises:
+            OSError: the log cannot be written (the write must then not be acknowledged).
+        """
+        state = self.read()
+        seq = max(state.last, after) + 1
+        entry = LogEntry(seq, op, tuple(documents), tuple(doc_ids), tuple(sources), target)
+        line = json.dumps(_body(entry), ensure_ascii=False) + "\n"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        new_file = not self.path.exists()
+        faults.point("before-log-append")
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(line)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if new_file:
+            _fsync_dir(self.path.parent)
+        faults.point("after-log-append")
+        return seq
+
+    def cut(self, through: int) -> None:
+        """Remove the entries with ``seq <= through`` (atomic rewrite); later entries stay."""
+        state = self.read()
+        if through <= state.base or not state.entries or state.entries[0].seq > through:
+            return
+        kept = [e for e in state.entries if e.seq > through]
+        raw = [json.dumps({"base": through})] + [json.dumps(_body(e), ensure_ascii=False) for e in kept]
+        tmp = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex[:8]}")
+        with tmp.open("w", encoding="utf-8") as handle:
+            handle.write("\n".join(raw) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self.path)
+        _fsync_dir(self.path.parent)
+        log.debug("write log cut through %d (%d entries kept)", through, len(kept))
+
+
+def _entry(row: dict[str, Any]) -> LogEntry:
+    digest = row.pop("sha256")
+    if _digest(row) != digest:
+        raise ValueError("checksum differs")
+    return LogEntry(
+        seq=int(row["seq"]),
+        op=row["op"],
+        documents=tuple(Document(**d) for d in row.get("documents", ())),
+        doc_ids=tuple(row.get("doc_ids", ())),
+        sources=tuple(row.get("sources", ())),
+        target=int(row.get("target", 0)),
+    )
+
+
+def _body(entry: LogEntry) -> dict[str, Any]:
+    """The entry as its log line holds it, with its checksum."""
+    body: dict[str, Any] = {"seq": entry.seq, "op": entry.op}
+    if entry.op == "write":
+        body["documents"] = [_document_fields(d) for d in entry.documents]
+        body["doc_ids"] = list(entry.doc_ids)
+    elif entry.op == "reset":
+        body["sources"] = list(entry.sources)
+    else:
+        body["target"] = entry.target
+    body["sha256"] = _digest(body)
+    return body
+
+
+def _digest(body: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def _document_fields(doc: Document) -> dict[str, Any]:
+    return {name: getattr(doc, name) for name in doc.__dataclass_fields__}
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

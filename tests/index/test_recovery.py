@@ -1,0 +1,193 @@
+"""The write-ahead log and start-up recovery: a damaged version never costs an acknowledged write.
+
+Real chunker, BM25, FAISS and files; the stand-in embedder (the model is not the subject).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from index.build import update_index
+from index.errors import DocumentNotFound
+from index.recovery import IndexUnrecoverable, fold, recover, replay
+from index.store import DAMAGED, IndexStore, load_version
+from index.types import Document
+from index.wal import LogEntry, WriteLog, WriteLogDamaged
+from tests.conftest import StandInIndex
+
+
+def doc(i: int, text: str | None = None) -> Document:
+    body = text or f"Abstract {i} studies topic{i} with method{i} and reports result{i} on dataset{i}."
+    return Document(f"d{i}", "", body, body[:20])
+
+
+def source_file(tmp_path: Path, docs: list[Document]) -> Path:
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps({"id": d.doc_id, "text": d.text}) + "\n" for d in docs))
+    return path
+
+
+def write(s: StandInIndex, upserts=(), deletes=()):  # noqa: ANN201 - (Path, WriteReport)
+    return update_index(s.store, s.embedder, s.chunker, s.config, upserts=upserts, deletes=deletes)
+
+
+def restart(s: StandInIndex, sources: Path | None = None):  # noqa: ANN201 - LoadedIndex
+    """What a start does: recover, replay, serve (a reset step re-reads ``sources``)."""
+    from index.build import build_index
+    from index.ingest import load_documents
+
+    def rebuild(paths: list[str], seq: int) -> None:
+        build_index(load_documents([Path(p) for p in paths]), s.store, s.embedder, s.chunker, s.config,
+                    show_progress=False, extra_manifest={"sources": paths}, logged_as=seq)
+
+    with s.store.writing():
+        return replay(s.store, recover(s.store), s.embedder, s.chunker, rebuild)
+
+
+def three_then_two(s: StandInIndex, tmp_path: Path) -> Path:
+    """The issue's scenario: 3 documents built from a file (v1), 2 more written (v2). Returns v2's directory."""
+    from index.build import build_index
+
+    path = source_file(tmp_path, [doc(i) for i in range(3)])
+    build_index([doc(i) for i in range(3)], s.store, s.embedder, s.chunker, s.config, show_progress=False,
+                extra_manifest={"sources": [str(path)]}, reset_sources=[str(path)])
+    version, report = write(s, upserts=[doc(3), doc(4)])
+    assert report.added == ["d3", "d4"]
+    return version
+
+
+# --- the log -------------------------------------------------------------------------------------------------
+
+
+def test_log_entries_round_trip_with_increasing_numbers(tmp_path: Path) -> None:
+    wal = WriteLog(tmp_path / "wal.jsonl")
+    assert wal.append("reset", sources=["a.jsonl"]) == 1
+    assert wal.append("write", documents=[doc(1)], doc_ids=["d0"]) == 2
+    assert wal.append("abort", target=2) == 3
+    assert wal.append("write", after=10, doc_ids=["d1"]) == 11  # never below what a version already holds
+    state = wal.read()
+    assert [(e.seq, e.op) for e in state.entries] == [(1, "reset"), (2, "write"), (3, "abort"), (11, "write")]
+    assert state.entries[1].documents == (doc(1),) and state.entries[1].doc_ids == ("d0",)
+    assert state.entries[0].sources == ("a.jsonl",) and state.entries[2].target == 2
+
+
+def test_a_torn_last_line_is_an_unacknowledged_write_and_is_ignored(tmp_path: Path) -> None:
+    wal = WriteLog(tmp_path / "wal.jsonl")
+    wal.append("write", documents=[doc(1)])
+    wal.append("write", documents=[doc(2)])
+    data = wal.path.read_bytes()
+    wal.path.write_bytes(data[:-15])  # the second append was cut short
+    assert [e.seq for e in wal.read().entries] == [1]
+
+
+def test_a_damaged_line_before_the_last_is_refused(tmp_path: Path) -> None:
+    wal = WriteLog(tmp_path / "wal.jsonl")
+    wal.append("write", documents=[doc(1)])
+    wal.append("write", documents=[doc(2)])
+    lines = wal.path.read_text().splitlines()
+    lines[0] = lines[0].replace("Abstract 1", "Abstract 9")  # valid JSON, wrong checksum
+    wal.path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(WriteLogDamaged, match="wal.jsonl:1: unreadable log entry"):
+        wal.read()
+
+
+def test_cut_keeps_later_entries_and_the_numbering(tmp_path: Path) -> None:
+    wal = WriteLog(tmp_path / "wal.jsonl")
+    for i in range(4):
+        wal.append("write", documents=[doc(i)])
+    wal.cut(2)
+    state = wal.read()
+    assert state.base == 2 and [e.seq for e in state.entries] == [3, 4]
+    wal.cut(4)
+    assert wal.read().entries == [] and wal.append("write", doc_ids=["x"]) == 5
+
+
+def test_fold_merges_writes_drops_aborts_and_splits_at_resets() -> None:
+    a, b = doc(1), doc(2)
+    steps = fold([
+        LogEntry(1, "write", (a,)), LogEntry(2, "write", (b,)), LogEntry(3, "abort", target=2),
+        LogEntry(4, "reset", sources=("s.jsonl",)), LogEntry(5, "write", (b,)), LogEntry(6, "write", doc_ids=("d2",)),
+    ])
+    assert [(st.seq, st.sources, st.upserts, st.deletes) for st in steps] == [
+        (1, None, (a,), ()), (6, ("s.jsonl",), (), ("d2",)),
+    ]
+
+
+# --- writes and recovery -------------------------------------------------------------------------------------
+
+
+def test_each_version_records_the_last_write_it_holds(stand_in: StandInIndex, tmp_path: Path) -> None:
+    v2 = three_then_two(stand_in, tmp_path)
+    assert load_version(v2).manifest["wal_seq"] == 2
+    # v1 (the build, entry 1) and v2 are kept: the log keeps what the older of them does not hold
+    state = stand_in.store.log.read()
+    assert state.base == 1 and [(e.seq, e.op) for e in state.entries] == [(2, "write")]
+    write(stand_in, deletes=["d0"])  # v3; v1 is pruned, so the log keeps only what v2 does not hold
+    state = stand_in.store.log.read()
+    assert state.base == 2 and [(e.seq, e.doc_ids) for e in state.entries] == [(3, ("d0",))]
+
+
+def test_a_refused_write_is_not_logged(stand_in: StandInIndex, tmp_path: Path) -> None:
+    three_then_two(stand_in, tmp_path)
+    with pytest.raises(DocumentNotFound):
+        write(stand_in, deletes=["nope"])
+    assert [e.seq for e in stand_in.store.log.read().entries] == [2]
+
+
+DAMAGE = ["documents.jsonl", "passages.jsonl", "bm25/params.index.json", "dense.faiss", "manifest.json"]
+
+
+@pytest.mark.parametrize("how", ["truncate", "flip"])
+@pytest.mark.parametrize("name", DAMAGE)
+def test_a_damaged_live_version_is_set_aside_and_every_write_restored(
+    stand_in: StandInIndex, tmp_path: Path, name: str, how: str
+) -> None:
+    v2 = three_then_two(stand_in, tmp_path)
+    target = v2 / name if (v2 / name).exists() else next((v2 / "bm25").glob("*.npy"))
+    data = target.read_bytes()
+    target.write_bytes(data[: len(data) // 2] if how == "truncate" else
+                       data[:10] + bytes([data[10] ^ 0x01]) + data[11:])
+    index = restart(stand_in)
+    assert sorted(index.documents) == ["d0", "d1", "d2", "d3", "d4"]
+    assert len(index.passages) == index.dense.size == index.bm25.size
+    assert (stand_in.store.versions / DAMAGED / v2.name / "REASON.txt").is_file()
+    assert stand_in.store.current() == index.path and index.manifest["wal_seq"] == 2
+    assert restart(stand_in).path == index.path  # nothing left to replay
+
+
+def test_with_no_verified_version_the_index_is_rebuilt_from_the_logged_sources(
+    stand_in: StandInIndex, tmp_path: Path
+) -> None:
+    from index.build import build_index
+
+    path = source_file(tmp_path, [doc(i) for i in range(3)])
+    v1 = build_index([doc(i) for i in range(3)], stand_in.store, stand_in.embedder, stand_in.chunker,
+                     stand_in.config, show_progress=False, reset_sources=[str(path)])
+    (v1 / "passages.jsonl").write_text("")
+    index = restart(stand_in)
+    assert sorted(index.documents) == ["d0", "d1", "d2"] and index.manifest["wal_seq"] == 1
+    assert (stand_in.store.versions / DAMAGED / v1.name).is_dir() and not v1.exists()
+
+
+def test_a_write_logged_after_the_log_was_cut_past_the_survivor_is_refused(
+    stand_in: StandInIndex, tmp_path: Path
+) -> None:
+    three_then_two(stand_in, tmp_path)
+    write(stand_in, upserts=[doc(5)])  # v3 (wal 3); v1 pruned; the log cut through 2
+    for version in stand_in.store.version_dirs():  # v3 and v2 both damaged, and entries 1-2 were cut
+        (version / "dense.faiss").write_bytes(b"")
+    with pytest.raises(IndexUnrecoverable, match="citerag doctor"):
+        restart(stand_in)
+
+
+def test_the_newest_verified_version_wins_over_a_stale_current(stand_in: StandInIndex, tmp_path: Path) -> None:
+    """A crash after the version was renamed into place but before CURRENT moved."""
+    v2 = three_then_two(stand_in, tmp_path)
+    v1 = [p for p in stand_in.store.version_dirs() if p != v2][0]
+    stand_in.store.set_current(v1)
+    index = restart(stand_in)
+    assert index.path == v2 and sorted(index.documents) == ["d0", "d1", "d2", "d3", "d4"]
+    assert IndexStore(stand_in.store.root).current() == v2
