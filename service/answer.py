@@ -66,7 +66,7 @@ SYSTEM_PROMPT = (
 
 # Words that carry no claim of their own (answer particles, references to the passages), as BM25 tokens.
 _NON_CONTENT = frozenset(tokenize("yes no true false correct incorrect passage passages answer according"))
-_YES_NO = frozenset(tokenize("yes no"))
+_YES_NO = frozenset({"yes", "no"})
 _CITATION = re.compile(r"\[\s*(\d{1,6}(?:\s*[,;]\s*\d{1,6})*)\s*\]")
 # A range of passages, "[1-3]", written out as "[1, 2, 3]" before checking.
 _CITATION_RANGE = re.compile(r"\[\s*(\d{1,2})\s*[-–]\s*(\d{1,2})\s*\]")
@@ -382,11 +382,20 @@ def claims_by_citation(text: str) -> dict[int, list[str]]:
     return claims
 
 
+# A Markdown code fence with its language tag (```yaml): markup, not content.
+_FENCE = re.compile(r"```[\w+-]*")
+
+
 def states_something(text: str) -> bool:
-    """False for an answer that is only citations and filler ("Passage [1]", "[1] and [5]"); a bare yes/no counts
-    as an answer."""
-    words = set(tokenize(_CITATION.sub(" ", text)))
-    return bool(words - _NON_CONTENT) or bool(words & _YES_NO)
+    """False for an answer that is only citations, filler and markup ("Passage [1]", "[1] and [5]", a fenced
+    block holding only "[1]"); a bare yes/no counts as an answer.
+
+    >>> states_something("```yaml\\n- [1]\\n```"), states_something("No [2].")
+    (False, True)
+    """
+    stripped = _CITATION.sub(" ", _FENCE.sub(" ", text))
+    # yes/no are read as plain words: the BM25 tokenizer drops "no" as a stop word
+    return bool(set(tokenize(stripped)) - _NON_CONTENT) or bool(set(re.findall(r"\w+", stripped.lower())) & _YES_NO)
 
 
 # A quantity: a whole token that is a number, optionally with a multiplier or unit suffix (0.2, 12000, 1.41x,

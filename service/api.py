@@ -1,12 +1,13 @@
 """The HTTP JSON API (FastAPI). OpenAPI docs at ``/docs``; the web page at ``/`` (:mod:`service.web`).
 
-Models and the index load once, in the lifespan; ``/ask`` and ``/search`` are synchronous handlers, which FastAPI
+The index loads in the lifespan and the answering model in a background thread (/health says when it is ready); ``/ask`` and ``/search`` are synchronous handlers, which FastAPI
 runs in its thread pool, so ``/health`` answers while a generation is running.
 """
 
 from __future__ import annotations
 
 import hmac
+import json
 import ipaddress
 import logging
 import threading
@@ -138,15 +139,62 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+class AnswererLoader:
+    """Loads the answerer (the chat model: seconds to a minute on 2 cores) in a background thread, so the service
+    answers ``/health`` and ``/search`` at once and ``/health`` says whether the model is ready.
+
+    Args:
+        load: makes the answerer (e.g. :func:`service.pipeline.open_answerer` over the backend).
+    """
+
+    def __init__(self, load: Callable[[], Answerer]) -> None:
+        self._load = load
+        self._done = threading.Event()
+        self._answerer: Answerer | None = None
+        self.error: BaseException | None = None
+        threading.Thread(target=self._run, name="citerag-model-load", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self._answerer = self._load()
+        except BaseException as exc:  # noqa: BLE001 - kept and raised to every caller of get()
+            self.error = exc
+            log.error("the answering model failed to load: %s", exc)
+        finally:
+            self._done.set()
+
+    @property
+    def ready(self) -> bool:
+        """True once the model is loaded (False while loading, or when loading failed)."""
+        return self._done.is_set() and self._answerer is not None
+
+    def get(self) -> Answerer:
+        """The answerer, waiting for the load to finish.
+
+        Raises:
+            ModelNotFound: the model could not be loaded (HTTP 503; the message says which package to install).
+        """
+        self._done.wait()
+        if self._answerer is None:
+            raise ModelNotFound(f"the answering model failed to load: {self.error}")
+        return self._answerer
+
+
 @dataclass(slots=True)
 class Service:
-    """What the handlers share: the retrieval backend, the answerer, the admission gate and the write guard."""
+    """What the handlers share: the retrieval backend, the answerer (loading in the background), the admission
+    gate and the write guard."""
 
     backend: SearchBackend
-    answerer: Answerer
+    loader: AnswererLoader
     gate: AdmissionGate
     writes: WriteGuard
     default_k: int = 5
+
+    @property
+    def answerer(self) -> Answerer:
+        """The answerer; a question that comes while the model loads waits for it (:meth:`AnswererLoader.get`)."""
+        return self.loader.get()
 
 
 def get_service(request: Request) -> Service:
@@ -179,7 +227,8 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
         key = effective.api_key.get_secret_value() if effective.api_key else None
         writes = WriteGuard(key, effective.host)
         app.state.service = Service(
-            backend, open_answerer(effective, backend), AdmissionGate(effective.max_queue), writes, effective.ask_k
+            backend, AnswererLoader(lambda: open_answerer(effective, backend)), AdmissionGate(effective.max_queue),
+            writes, effective.ask_k,
         )
         metrics.documents.set_function(lambda: int(backend.stats()["documents"]))
         metrics.passages.set_function(lambda: int(backend.stats()["passages"]))
@@ -223,14 +272,14 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
 
     @app.get("/health")
     async def health(service: ServiceDep) -> Health:
-        """Liveness and index size; never waits for the model."""
+        """Liveness, index size and whether the answering model is loaded yet; never waits for the model."""
         stats = service.backend.stats()
         return Health(
             status="ok",
             documents=int(stats["documents"]),
             passages=int(stats["passages"]),
             index_version=str(stats["version"]),
-            generator_loaded=True,
+            generator_loaded=service.loader.ready,
         )
 
     @app.post("/search")
@@ -365,8 +414,10 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
 
 
 class BodySizeLimit:
-    """ASGI middleware: a request body over ``max_bytes`` gets 413 with a JSON error, whether or not it declares
-    its Content-Length; nothing past the limit is read into memory."""
+    """ASGI middleware that reads a request body before the app does: over ``max_bytes`` it is refused with 413,
+    whether or not it declares its Content-Length (a chunked body is counted as it arrives; nothing past the limit
+    is kept), and a JSON body nested deeper than Python's parser can follow gets a 400 that says so (instead of
+    the framework's "There was an error parsing the body"). The app then receives the body as it came."""
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
@@ -376,35 +427,50 @@ class BodySizeLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope.get("headers", [])).get(b"content-length")
+        headers = dict(scope.get("headers", []))
+        declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._reject(send)
+            await _reject(send, 413, "BodyTooLarge", f"request body larger than {self.max_bytes} bytes")
             return
+        chunks: list[bytes] = []
         seen = 0
-
-        async def counted() -> Message:
-            nonlocal seen
+        more = True
+        while more:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise _BodyTooLarge
-            return message
+            if message["type"] != "http.request":  # the client went away
+                return
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            if seen > self.max_bytes:
+                await _reject(send, 413, "BodyTooLarge", f"request body larger than {self.max_bytes} bytes")
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        if body and b"json" in headers.get(b"content-type", b"json"):
+            try:
+                json.loads(body)
+            except RecursionError:
+                await _reject(send, 400, "BodyTooDeep",
+                              "request body: JSON nested too deeply to parse; flatten the structure")
+                return
+            except ValueError:
+                pass  # malformed JSON: the app answers 422 naming where
+        replayed = False
 
-        try:
-            await self.app(scope, counted, send)
-        except _BodyTooLarge:
-            await self._reject(send)
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()  # after the body: wait for the disconnect
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
 
-    async def _reject(self, send: Send) -> None:
-        response = JSONResponse(
-            {"detail": f"request body larger than {self.max_bytes} bytes", "error": "BodyTooLarge"}, status_code=413
-        )
-        await response({"type": "http"}, _no_receive, send)
+        await self.app(scope, replay, send)
 
 
-class _BodyTooLarge(Exception):
-    pass
+async def _reject(send: Send, status: int, error: str, detail: str) -> None:
+    response = JSONResponse({"detail": detail, "error": error}, status_code=status)
+    await response({"type": "http"}, _no_receive, send)
 
 
 async def _no_receive() -> Message:

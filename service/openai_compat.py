@@ -14,7 +14,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterator
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,24 +25,36 @@ from service.streaming import answer_events
 MODEL_ID = "citerag"
 
 
+class ContentPart(BaseModel):
+    """One OpenAI content part; only ``text`` parts are read, other fields (``image_url`` ...) are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    type: str = Field(max_length=64)
+    text: str | None = None
+
+
 class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
     role: Literal["system", "user", "assistant", "tool", "developer"]
-    content: str | list[dict[str, Any]] | None = None
+    content: str | Annotated[list[ContentPart], Field(max_length=1000)] | None = None
 
     def text(self) -> str:
         """The message's text (OpenAI content parts joined)."""
         if isinstance(self.content, list):
-            return " ".join(str(part.get("text", "")) for part in self.content if part.get("type") == "text")
+            return " ".join(part.text or "" for part in self.content if part.type == "text")
         return self.content or ""
 
 
 class ChatRequest(BaseModel):
-    """The subset of OpenAI's chat-completions request that citerag uses; other fields are accepted and ignored."""
+    """The subset of OpenAI's chat-completions request that citerag uses; other fields are accepted and ignored
+    (not kept: an ignored field cannot carry an unbounded structure into the service)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="ignore")
 
     model: str = MODEL_ID
-    messages: list[ChatMessage] = Field(..., min_length=1)
+    messages: list[ChatMessage] = Field(..., min_length=1, max_length=1000)
     stream: bool = False
 
     def question(self) -> str:

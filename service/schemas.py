@@ -200,7 +200,8 @@ class Health(BaseModel):
     documents: int
     passages: int
     index_version: str
-    generator_loaded: bool
+    generator_loaded: bool = Field(description="The answering model is loaded (it loads in the background at "
+                                   "start; /ask waits for it, /search does not need it).")
 
 
 MAX_DOCUMENT_CHARS = 200_000

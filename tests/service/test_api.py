@@ -134,6 +134,44 @@ class TestBadInput:
         assert response.status_code == 413
         assert response.json() == {"detail": "request body larger than 1048576 bytes", "error": "BodyTooLarge"}
 
+    def test_a_chunked_body_over_the_limit_is_413(self, live_server: str) -> None:
+        import httpx
+
+        def chunks():  # no Content-Length: sent chunked, 5 MB
+            yield b'{"query": "'
+            for _ in range(80):
+                yield b"a" * 65536
+            yield b'"}'
+
+        response = httpx.post(f"{live_server}/search", content=chunks(), headers={"content-type": "application/json"},
+                              timeout=60)
+        assert response.status_code == 413
+        assert response.json()["error"] == "BodyTooLarge"
+
+    def test_a_body_nested_10000_deep_is_a_400_that_says_so(self, api_client) -> None:
+        deep = b'{"query": "x", "filters": {"venue": ' + b"[" * 10_000 + b"]" * 10_000 + b"}}"
+        for path in ("/search", "/ask", "/v1/chat/completions", "/documents"):
+            response = api_client.post(path, content=deep, headers={"content-type": "application/json"})
+            assert response.status_code == 400, path
+            assert response.json()["error"] == "BodyTooDeep" and "nested too deeply" in response.json()["detail"]
+
+    def test_an_unexpected_error_is_a_json_500_with_the_request_id_counted_in_metrics(
+        self, api_client, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        def broken(*args, **kwargs):
+            raise RuntimeError("forced failure")
+
+        monkeypatch.setattr(api_client.app.state.service.backend, "search", broken)
+        response = api_client.post("/search", json={"query": "LU-KV"}, headers={"X-Request-ID": "req-500-test"})
+        assert response.status_code == 500
+        assert response.json() == {"detail": "internal error; report it with the request id req-500-test",
+                                   "error": "InternalError", "request_id": "req-500-test"}
+        assert response.headers["X-Request-ID"] == "req-500-test"
+        monkeypatch.undo()
+        metrics = api_client.get("/metrics").text
+        assert 'citerag_unhandled_errors_total{exception="RuntimeError"} 1.0' in metrics
+        assert 'citerag_http_requests_total{method="POST",route="/search",status="500"} 1.0' in metrics
+
     def test_unicode_queries_work(self, api_client) -> None:
         for query in ("V₁ 🚀 verification", "ما هو", "论文 KV cache"):
             assert api_client.post("/search", json={"query": query}).status_code == 200
