@@ -164,6 +164,13 @@ class AnswererLoader:
             self._done.set()
 
     @property
+    def state(self) -> str:
+        """``loading``, ``ready`` or ``failed``."""
+        if not self._done.is_set():
+            return "loading"
+        return "ready" if self._answerer is not None else "failed"
+
+    @property
     def ready(self) -> bool:
         """True once the model is loaded (False while loading, or when loading failed)."""
         return self._done.is_set() and self._answerer is not None
@@ -280,6 +287,7 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
             passages=int(stats["passages"]),
             index_version=str(stats["version"]),
             generator_loaded=service.loader.ready,
+            generator=service.loader.state,
         )
 
     @app.post("/search")

@@ -202,6 +202,8 @@ class Health(BaseModel):
     index_version: str
     generator_loaded: bool = Field(description="The answering model is loaded (it loads in the background at "
                                    "start; /ask waits for it, /search does not need it).")
+    generator: Literal["loading", "ready", "failed"] = Field(
+        description="The answering model's state; when failed, /ask answers 503 naming the cause.")
 
 
 MAX_DOCUMENT_CHARS = 200_000

