@@ -19,7 +19,7 @@ from pathlib import Path
 from index.build import update_index
 from index.chunking import Chunker
 from index.embed import Embedder
-from index.errors import CiteragError, IndexMismatch
+from index.errors import CiteragError, IndexMismatch, IndexNotFound
 from index.store import IndexStore, LoadedIndex, load_version
 from index.types import Document
 from index.wal import LogEntry, WriteLogDamaged
@@ -177,7 +177,8 @@ def health(store: IndexStore) -> str:
     state, the versions set aside. Returns one line.
 
     Raises:
-        IndexMismatch: the live (or newest) version fails verification; the message says what recovery will do.
+        IndexMismatch: a version fails verification; the message says what the next start will do.
+        IndexNotFound: no version on disk.
         IndexUnrecoverable: the log is damaged.
     """
     try:
@@ -198,7 +199,7 @@ def health(store: IndexStore) -> str:
             f"versions/damaged/ and serves {base} plus the write log"
         )
     if not verified:
-        raise IndexMismatch(f"no index version in {store.root}")
+        raise IndexNotFound(f"no index in {store.root}: run `citerag index` (or `make serve`) to build one")
     live = verified[0]
     pending = [e for e in logged.entries if e.seq > int(live.manifest.get("wal_seq", 0)) and e.op != "abort"]
     return (f"{live.path} ({len(live.documents)} documents, {len(live.passages)} passages, verified); "
