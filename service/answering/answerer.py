@@ -12,9 +12,12 @@
 6. Compose the answer from the chosen sentences (:mod:`~service.answering.compose`): each citation is the
    exact span of a sentence the answer states.
 
-A sentence from another paper that the model judges as likely to answer as the best one, within
-:data:`SECOND_PAPER_RATIO`, and at least :data:`SECOND_PAPER_MIN`, is stated too, so a question about two papers
-names both; a which-papers question lists every paper whose sentence clears :data:`WHICH_PAPERS_MIN`.
+A question that names two or more retrieved papers ("How do SV2P and Error Encoding Networks each ...?",
+:func:`~service.answering.evidence.named_documents`) gets the best sentence of each, in the order named (each
+paper's best sentence joins the evidence if it was not among it). Otherwise a sentence from another paper that the
+model judges as likely to answer as the best one, within :data:`SECOND_PAPER_RATIO`, and at least
+:data:`SECOND_PAPER_MIN`, is stated too; a which-papers question lists every paper whose sentence clears
+:data:`WHICH_PAPERS_MIN`.
 
 Measured on COVID-QA's dev half (40 questions, ``eval/results/qa.md``): the pointwise judgement picks a sentence
 holding the gold span for 0.65 of questions (0.625 mixed with the evidence score, F1 0.385 vs 0.357 for the
@@ -34,7 +37,7 @@ from index.retrieve import SearchResult
 from service.answering import verify
 from service.answering.base import RetrievingAnswerer, retrieval_gap
 from service.answering.compose import compose
-from service.answering.evidence import DEFAULT_WEIGHTS, Evidence, grouped, select_evidence
+from service.answering.evidence import DEFAULT_WEIGHTS, Evidence, grouped, named_documents, select_evidence
 from service.answering.generate import decide, relevance
 from service.answering.prompt import asks_which_papers, is_yes_no
 from service.answering.types import NOT_FOUND, Answer
@@ -111,7 +114,8 @@ class EvidenceAnswerer(RetrievingAnswerer):
         if gap := retrieval_gap(passages, self.min_dense_score):
             return self._abstain(question, passages, [], gap, timings, started)
         tic = time.perf_counter()
-        evidence = grouped(select_evidence(question, passages, self.encode, self.evidence_sentences, self.weights))
+        named = named_documents(question, passages)
+        evidence = grouped(self._select(question, passages, named))
         timings["evidence"] = (time.perf_counter() - tic) * 1000
         if not evidence:
             return self._abstain(question, passages, [], "the passages hold no sentence to answer from", timings, started)
@@ -135,7 +139,7 @@ class EvidenceAnswerer(RetrievingAnswerer):
                 question, passages, evidence, f"the model found no evidence sentence that answers "
                 f"(confidence {confidence:.2f} < {self.min_confidence:.2f})", timings, started, raw, confidence,
             )
-        used = self._used(question, evidence, p, best)
+        used = self._used(question, evidence, p, best) if not named else self._each_named(evidence, final, named)
         several_papers = len({evidence[i].doc_id for i in used}) > 1
         text, citations = compose(evidence, used, decision, name_papers=several_papers or asks_which_papers(question))
         if on_delta is not None:
@@ -145,6 +149,25 @@ class EvidenceAnswerer(RetrievingAnswerer):
             question, text, False, "", citations, passages, raw, timings, len(steps), evidence, used, decision,
             confidence,
         )
+
+    def _select(self, question: str, passages: list[SearchResult], named: list[str]) -> list[Evidence]:
+        """The best :attr:`evidence_sentences` sentences, plus the best sentence of each document the question
+        names (:func:`~service.answering.evidence.named_documents`) that has none among them (at most 9 in all)."""
+        ranked = select_evidence(question, passages, self.encode, max(self.evidence_sentences, 64), self.weights)
+        chosen = ranked[: self.evidence_sentences]
+        for doc_id in named:
+            if len(chosen) < 9 and all(e.doc_id != doc_id for e in chosen):
+                chosen += [e for e in ranked if e.doc_id == doc_id][:1]
+        return chosen
+
+    @staticmethod
+    def _each_named(evidence: list[Evidence], final: list[float], named: list[str]) -> list[int]:
+        """For a question that names several papers: the best-scoring sentence of each, in the order named."""
+        best_of: dict[str, int] = {}
+        for i, item in enumerate(evidence):
+            if item.doc_id in named and (item.doc_id not in best_of or final[i] > final[best_of[item.doc_id]]):
+                best_of[item.doc_id] = i
+        return [best_of[doc_id] for doc_id in named if doc_id in best_of]
 
     @staticmethod
     def _used(question: str, evidence: list[Evidence], p: list[float], best: int) -> list[int]:

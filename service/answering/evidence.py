@@ -16,6 +16,7 @@ The weights (:data:`DEFAULT_WEIGHTS`) were chosen on the shared COVID-QA questio
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from rank_bm25 import BM25Okapi
 from index.retrieve import SearchResult
 from index.text import fold, split_sentences
 from index.tokenize import tokenize
+from service.context import names_in
 
 #: (dense, bm25, coverage, rank) weights of the sentence score.
 DEFAULT_WEIGHTS: tuple[float, float, float, float] = (0.4, 0.1, 0.4, 0.1)
@@ -181,6 +183,51 @@ def select_evidence(
         )
         for i in map(int, order)
     ]
+
+
+def question_names(question: str) -> list[str]:
+    """The names ``question`` mentions, in order: name-shaped tokens (``SV2P``, ``Harmonic-NAS``; the field's
+    common acronyms left out, :func:`~service.context.names_in`) and runs of two or more capitalised words after
+    its first word ("Error Encoding Networks", "Critique Fine-Tuning").
+
+    >>> question_names("How do SV2P and Error Encoding Networks each model uncertainty?")
+    ['SV2P', 'Error Encoding Networks']
+    >>> question_names("What is the main cause of HIV-1 infection in children?")
+    ['HIV-1']
+    """
+    folded = fold(question)
+    found = [(folded.find(name), name) for name in dict.fromkeys(names_in(folded))]
+    words = list(re.finditer(r"[^\s,;:?!()]+", folded))
+    run: list[re.Match[str]] = []
+    for match in [*words[1:], None]:
+        if match is not None and match.group(0)[0].isupper() and not match.group(0).isupper():
+            run.append(match)
+            continue
+        if len(run) >= 2:
+            found.append((run[0].start(), " ".join(m.group(0) for m in run)))
+        run = []
+    names: list[str] = []
+    for _, name in sorted(found):
+        if not any(name in other or other in name for other in names):
+            names.append(name)
+    return names
+
+
+def named_documents(question: str, passages: Sequence[SearchResult]) -> list[str]:
+    """The retrieved documents ``question`` names, in the order it names them: a name
+    (:func:`question_names`) names the best-ranked document whose title or text holds it (case-insensitive, whole
+    words). Returns ``[]`` unless at least two different documents are named: a question about one paper needs
+    nothing more than the best sentence."""
+    docs: list[str] = []
+    for name in question_names(question):
+        pattern = re.compile(rf"(?<!\w){re.escape(name.lower())}(?!\w)")
+        for result in passages:
+            document = result.document
+            if pattern.search(fold(f"{document.title} {document.text}").lower()):
+                if document.doc_id not in docs:
+                    docs.append(document.doc_id)
+                break
+    return docs if len(docs) >= 2 else []
 
 
 def grouped(evidence: Sequence[Evidence]) -> list[Evidence]:

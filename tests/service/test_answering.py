@@ -13,7 +13,14 @@ from index.types import Document, Passage
 from index.retrieve import SearchResult
 from service.answering import EvidenceAnswerer
 from service.answering.compose import compose
-from service.answering.evidence import candidate_sentences, grouped, select_evidence, sentence_scores
+from service.answering.evidence import (
+    candidate_sentences,
+    grouped,
+    named_documents,
+    question_names,
+    select_evidence,
+    sentence_scores,
+)
 from service.answering.generate import option_probabilities
 from service.answering.prompt import (
     asks_which_papers,
@@ -230,3 +237,20 @@ def test_a_second_paper_judged_as_likely_is_stated_too() -> None:
     assert {c.result.document.doc_id for c in answer.citations} == {"covid", "pubmed"}
     assert answerer([0.1, 0.9, 0.1, 0.1, 0.5, 0.1]).ask("What is the main cause of HIV-1?", k=2).citations[0:2] \
         and len(answerer([0.1, 0.9, 0.1, 0.1, 0.5, 0.1]).ask("What is the main cause?", k=2).citations) == 1
+
+
+def test_names_of_papers_in_a_question_are_found_in_their_documents() -> None:
+    assert question_names("Does remdesivir shorten recovery in ACTT-1, as the Adaptive Covid Trial asks?") \
+        == ["ACTT-1", "Adaptive Covid Trial"]
+    passages = [result("covid", COVID), result("pubmed", PUBMED, rank=2)]
+    assert named_documents("How do MTCT and HMO women each fare?", passages) == ["covid", "pubmed"]
+    assert named_documents("How does MTCT spread?", passages) == []  # one paper: nothing more than the best sentence
+    assert named_documents("Do MTCT and HIV-1 differ?", passages) == []  # both names in one document
+
+
+def test_a_question_naming_two_papers_states_the_best_sentence_of_each() -> None:
+    # the model judges only the HIV study's sentences likely; the mammography study is named, so it is stated too
+    qa = answerer([0.1, 0.9, 0.1, 0.1, 0.1, 0.1])
+    answer = qa.ask("What did the MTCT study and the HMO study each find?", k=2)
+    assert [c.result.document.doc_id for c in answer.citations] == ["covid", "pubmed"]
+    assert answer.answer.count("[1]") == 1 and answer.answer.count("[2]") == 1
