@@ -401,10 +401,11 @@ def states_something(text: str) -> bool:
 # A quantity: a whole token that is a number, optionally with a multiplier or unit suffix (0.2, 12000, 1.41x,
 # 1.41times, 28B, 12k); a token starting with letters (ADE20K, V1, MATH500) is a name.
 _QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(?:x|times|[kmb])?\.?$", re.IGNORECASE)
-# Questions that ask for a quantity ("how many", "by how much", "what speedup", "what top-1 accuracy").
+# Questions that ask for a quantity ("how many", "by how much", "what share of ..."): general English question
+# forms only, no metric names.
 _QUANTITY_QUESTION = re.compile(
-    r"\bhow (?:many|much)\b|\bby what\b|\bwhat (?:[\w-]+ ){0,3}?(?:percentage|accuracy|speedup|score|f1-score|auroc|"
-    r"rate|size|count|number)\b",
+    r"\bhow (?:many|much)\b|\bby what\b|\bwhat (?:[\w-]+ ){0,3}?(?:percentage|fraction|share|proportion|rate|size|"
+    r"count|number)\b",
     re.IGNORECASE,
 )
 # The thing a "how many" question counts: the words after "how many" up to the verb ("how many GPUs were used").

@@ -131,8 +131,8 @@ _INTRODUCED = re.compile(
     r"term|establish|construct|build|release|creat)\w*\b([^.;:]{0,120})|\b(?:called|named|dubbed|termed)\s+([^.;:]{0,60})",
     re.IGNORECASE,
 )
-# A capitalised word right after the introducing verb and set off as a name: "we propose Faire (", "We introduce
-# Polaris, a ...".
+# A capitalised word right after the introducing verb and set off as a name: "we propose Quill (", "We introduce
+# Vesta, a ...".
 _INTRODUCED_WORD = re.compile(r"^\s*(?:the |our |an? )?([A-Z][a-z]{2,})(?=\s*[,(:]|\s+an?\s)")
 # Acronyms of the field that abstracts use without coining them.
 _COMMON_ACRONYMS = frozenset(

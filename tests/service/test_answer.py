@@ -90,7 +90,7 @@ def test_an_answer_must_state_something(text: str, expected: bool) -> None:
         ("How many GPUs were used to train XR-1?", "XR-1 was validated with 12,000 rollouts [5].",
          "the passages do not mention the GPUs the question counts"),
         ("How many real-world rollouts were used to validate XR-1?", "12,000 rollouts [5].", ""),
-        ("What top-1 accuracy does EDEN reach?", "EDEN is scaled up to billions of parameters [1].",
+        ("What fraction of its parameters does EDEN update?", "EDEN is scaled up to billions of parameters [1].",
          "the question asks for a quantity and the answer gives none"),
         ("By how much does LU-KV reduce the KV cache?", "By 80% [2].", ""),
         ("Which method reduces the KV cache?", "LU-KV [2].", ""),  # not a quantity question
@@ -106,6 +106,6 @@ def test_digits_inside_names_are_not_quantities() -> None:
     from service.answer import quantity_gap
 
     answer = "PolyNeXt matches its counterparts on ImageNet-1K and ADE20K [1]."
-    assert quantity_gap("What top-1 accuracy does PolyNeXt reach?", answer, [answer]) == (
+    assert quantity_gap("What percentage of images does PolyNeXt label correctly?", answer, [answer]) == (
         "the question asks for a quantity and the answer gives none"
     )
