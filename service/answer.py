@@ -426,7 +426,7 @@ def quantity_gap(question: str, answer: str, cited_texts: list[str]) -> str:
     """Why an answer to a quantity question does not give the quantity, or ``""`` when it does (or the question
     asks for none).
 
-    A quantity question ("how many ...", "by how much ...", "what speedup ...") needs a number in the answer that
+    A quantity question ("how many ...", "by how much ...", "what share ...") needs a number in the answer that
     the question does not already hold, standing as a quantity rather than inside a name such as ``ADE20K`` (the
     citation rule already requires the number to be in a cited passage), and for "how many X" the counted X (its
     last word, as a BM25 token) must appear in a cited passage: an answer stating "12,000 rollouts" does not say how

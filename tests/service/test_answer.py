@@ -106,6 +106,6 @@ def test_digits_inside_names_are_not_quantities() -> None:
     from service.answer import quantity_gap
 
     answer = "PolyNeXt matches its counterparts on ImageNet-1K and ADE20K [1]."
-    assert quantity_gap("What percentage of images does PolyNeXt label correctly?", answer, [answer]) == (
+    assert quantity_gap("What percentage of top-1 labels does PolyNeXt get right?", answer, [answer]) == (
         "the question asks for a quantity and the answer gives none"
     )
