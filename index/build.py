@@ -152,19 +152,14 @@ def build_index(
         vectors = embed_passages(embedder, passage_texts(passages, by_id), [p.n_tokens for p in passages], bars)
     with store.writing():  # never commit in the middle of another writer's update (it would then overwrite this)
         extra = dict(extra_manifest or {})
-        appended = None
-        if logged_as is not None:
-            extra["wal_seq"] = logged_as
-        elif reset_sources is not None:
-            live = store.current()
-            held = wal_seq(live) if live is not None else 0
-            appended = extra["wal_seq"] = store.log.append("reset", after=held, sources=reset_sources)
-        try:
+        if logged_as is not None or reset_sources is None:
+            if logged_as is not None:
+                extra["wal_seq"] = logged_as
             return write_version(store, config, documents, passages, vectors, extra, dense_kind)
-        except BaseException:
-            if appended is not None:
-                store.log.append("abort", target=appended)
-            raise
+        live = store.current()
+        with store.log.pending("reset", after=wal_seq(live) if live is not None else 0, sources=reset_sources) as seq:
+            extra["wal_seq"] = seq
+            return write_version(store, config, documents, passages, vectors, extra, dense_kind)
 
 
 def update_index(
@@ -259,17 +254,13 @@ def _update_locked(
         report.version = live.path.name
         return live.path, report
     held = int(live.manifest.get("wal_seq", 0)) if live is not None else 0
-    seq = logged_as
-    if seq is None and log_write:
-        logged = list(changed.values()) + [old_docs[doc_id] for doc_id in report.updated]
-        seq = store.log.append("write", after=held, documents=logged, doc_ids=deletes)
-    try:
-        return _apply(store, embedder, chunker, config, live, old_docs, changed, deletes, report, extra_manifest,
-                      show_progress, dense_kind, progress, held if seq is None else seq)
-    except BaseException:
-        if seq is not None and logged_as is None:
-            store.log.append("abort", target=seq)
-        raise
+    args = (store, embedder, chunker, config, live, old_docs, changed, deletes, report, extra_manifest,
+            show_progress, dense_kind, progress)
+    if logged_as is not None or not log_write:
+        return _apply(*args, seq=held if logged_as is None else logged_as)
+    logged = list(changed.values()) + [old_docs[doc_id] for doc_id in report.updated]
+    with store.log.pending("write", after=held, documents=logged, doc_ids=deletes) as seq:
+        return _apply(*args, seq=seq)
 
 
 def _apply(

@@ -25,7 +25,8 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -136,6 +137,17 @@ class WriteLog:
             _fsync_dir(self.path.parent)
         faults.point("after-log-append")
         return seq
+
+    @contextmanager
+    def pending(self, op: Op, *, after: int = 0, **fields: Any) -> Iterator[int]:
+        """Append an entry (:meth:`append`) and yield its number for the block that applies it; when the block
+        raises, an ``abort`` entry for it is appended (so a replay skips it) and the error goes on."""
+        seq = self.append(op, after=after, **fields)
+        try:
+            yield seq
+        except BaseException:
+            self.append("abort", target=seq)
+            raise
 
     def cut(self, through: int) -> None:
         """Remove the entries with ``seq <= through`` (atomic rewrite); later entries stay."""
