@@ -36,18 +36,33 @@ _WHICH_PAPERS = re.compile(
 )
 
 
+_WH_WORD = re.compile(r"\b(?:what|which|who|whom|whose|when|where|why|how)\b", re.IGNORECASE)
+_IMPERATIVE = re.compile(
+    r"^\s*(?:list|name|give|show|find|describe|explain|summari[sz]e|compare|tell|identify|state)\b", re.IGNORECASE
+)
+
+
 def is_yes_no(question: str) -> bool:
-    """True for a polar question: it, or its last clause after a colon or full stop (title-style questions,
-    "Double balloon enteroscopy: is it safe?"), opens with an auxiliary verb ("Does ...", "Is ...", "Can ...") and
-    offers no alternatives ("Is A or B better?" is not yes/no).
+    """True for a polar question, one that offers no alternatives ("Is A or B better?" is not yes/no) and either
+
+    * opens, or its last clause after a colon or full stop opens, with an auxiliary verb ("Does ...", "Is ...",
+      "Double balloon enteroscopy: is it safe?"), or
+    * is a verbless or declarative question with no wh-word and no imperative ("CA 19-9: a contraindication?",
+      "Gluten tolerance 20 years after diagnosis?"): English asks those for a yes or a no.
 
     >>> is_yes_no("Does aspirin reduce stroke risk?"), is_yes_no("Is A or B faster?"), is_yes_no("What is A?")
     (True, False, False)
     >>> is_yes_no("Metered-dose inhalers. Do providers know what to teach?"), is_yes_no("CA 19-9: a contraindication?")
+    (True, True)
+    >>> is_yes_no("Has use by U.S. adults changed?"), is_yes_no("List the trials of remdesivir?")
     (True, False)
     """
-    clause = re.split(r"[:.]\s+", question.strip())[-1]
-    return bool(_AUXILIARY.match(clause)) and not _ALTERNATIVE.search(clause)
+    clause = re.split(r":\s+|\.\s+(?=[A-Z])", question.strip())[-1]  # not at "U.S. adults"
+    if _ALTERNATIVE.search(clause):
+        return False
+    if _AUXILIARY.match(clause):
+        return True
+    return question.strip().endswith("?") and not _WH_WORD.search(question) and not _IMPERATIVE.match(question)
 
 
 def asks_which_papers(question: str) -> bool:

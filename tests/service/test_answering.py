@@ -115,7 +115,7 @@ def test_decision_calibration() -> None:
      ("Can tailored interventions increase mammography use among HMO women?", True),
      ("Double balloon enteroscopy: is it efficacious and safe in a community setting?", True),
      ("Metered-dose inhalers. Do health care providers know what to teach?", True),
-     ("Very high serum CA 19-9 levels: a contraindication to pancreaticoduodenectomy?", False),
+     ("Very high serum CA 19-9 levels: a contraindication to pancreaticoduodenectomy?", True),  # verbless
      ("Is A or B faster?", False), ("What cells are infected by PEDV?", False), ("Why do levels drop?", False)],
 )
 def test_yes_no_questions(question: str, yes_no: bool) -> None:
