@@ -26,7 +26,7 @@ from rank_bm25 import BM25Okapi
 from index.retrieve import SearchResult
 from index.text import fold, split_sentences
 from index.tokenize import tokenize
-from service.context import names_in
+from service.context import coined_name, names_in
 
 #: (dense, bm25, coverage, rank) weights of the sentence score.
 DEFAULT_WEIGHTS: tuple[float, float, float, float] = (0.4, 0.1, 0.4, 0.1)
@@ -214,16 +214,18 @@ def question_names(question: str) -> list[str]:
 
 
 def named_documents(question: str, passages: Sequence[SearchResult]) -> list[str]:
-    """The retrieved documents ``question`` names, in the order it names them: a name
-    (:func:`question_names`) names the best-ranked document whose title or text holds it (case-insensitive, whole
-    words). Returns ``[]`` unless at least two different documents are named: a question about one paper needs
-    nothing more than the best sentence."""
+    """The retrieved documents ``question`` names, in the order it names them: a name (:func:`question_names`)
+    names the best-ranked document that is called so, by its title (the name in it as whole words, case ignored) or
+    by the name its abstract introduces (:func:`~service.context.coined_name`). A name a paper only mentions
+    ("HIV-1", "COVID-19") names none. Returns ``[]`` unless at least two different documents are named: a question
+    about one paper needs nothing more than the best sentence."""
     docs: list[str] = []
     for name in question_names(question):
         pattern = re.compile(rf"(?<!\w){re.escape(name.lower())}(?!\w)")
         for result in passages:
             document = result.document
-            if pattern.search(fold(f"{document.title} {document.text}").lower()):
+            coined = coined_name(document.text)
+            if pattern.search(fold(document.title).lower()) or (coined and coined.lower() == name.lower()):
                 if document.doc_id not in docs:
                     docs.append(document.doc_id)
                 break
