@@ -14,8 +14,9 @@ One JSON object per line::
     {"seq": 14, "op": "reset", "sources": ["data/x.jsonl"], "sha256": "..."}   a full build from these files
     {"seq": 15, "op": "abort", "target": 13, "sha256": "..."}                     entry 13 failed and was not applied
 
-``sha256`` covers the entry without itself. A torn last line (the process died during the append, so the write was
-never acknowledged) is ignored; any other unreadable line raises :class:`WriteLogDamaged`.
+``sha256`` covers the entry without itself. A torn last line (no final newline: the process died during the append,
+so the write was never acknowledged) is ignored, and cut off before the next append; any other unreadable line,
+the last complete one included, raises :class:`WriteLogDamaged`.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ class WriteLog:
                     continue
                 entry = _entry(row)
             except (ValueError, KeyError, TypeError) as exc:
-                if last:
+                if last and torn_tail:  # a complete line (newline-terminated) was acknowledged: damage, not a tear
                     log.warning("%s: ignoring a torn last entry (a write that was never acknowledged): %s",
                                 self.path, exc)
                     break
@@ -128,6 +129,7 @@ class WriteLog:
         line = json.dumps(_body(entry), ensure_ascii=False) + "\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         new_file = not self.path.exists()
+        self._drop_torn_tail()
         faults.point("before-log-append")
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(line)
@@ -137,6 +139,17 @@ class WriteLog:
             _fsync_dir(self.path.parent)
         faults.point("after-log-append")
         return seq
+
+    def _drop_torn_tail(self) -> None:
+        """Truncate an unterminated last line (an append cut short), so the next entry starts on its own line."""
+        if not self.path.is_file():
+            return
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            with self.path.open("r+b") as handle:
+                handle.truncate(data.rfind(b"\n") + 1)
+                handle.flush()
+                os.fsync(handle.fileno())
 
     @contextmanager
     def pending(self, op: Op, *, after: int = 0, **fields: Any) -> Iterator[int]:

@@ -81,6 +81,16 @@ def test_a_torn_last_line_is_an_unacknowledged_write_and_is_ignored(tmp_path: Pa
     data = wal.path.read_bytes()
     wal.path.write_bytes(data[:-15])  # the second append was cut short
     assert [e.seq for e in wal.read().entries] == [1]
+    assert wal.append("write", documents=[doc(3)]) == 2  # the next append replaces the torn line
+    assert [e.documents[0].doc_id for e in wal.read().entries] == ["d1", "d3"]
+
+
+def test_a_damaged_last_complete_line_is_refused_not_taken_for_a_tear(tmp_path: Path) -> None:
+    wal = WriteLog(tmp_path / "wal.jsonl")
+    wal.append("write", documents=[doc(1)])
+    wal.path.write_text(wal.path.read_text().replace("Abstract 1", "Abstract 9"))  # still newline-terminated
+    with pytest.raises(WriteLogDamaged, match="wal.jsonl:1"):
+        wal.read()
 
 
 def test_a_damaged_line_before_the_last_is_refused(tmp_path: Path) -> None:
