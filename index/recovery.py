@@ -20,7 +20,7 @@ from index.build import update_index
 from index.chunking import Chunker
 from index.embed import Embedder
 from index.errors import CiteragError, IndexMismatch, IndexNotFound
-from index.store import IndexStore, LoadedIndex, load_version
+from index.store import DAMAGED, IndexStore, LoadedIndex, load_version
 from index.types import Document
 from index.wal import LogEntry, WriteLogDamaged
 
@@ -131,8 +131,9 @@ def recover(store: IndexStore, mmap: bool = True) -> Recovery:
             )
         if pointer is None or pointer != index.path:
             store.set_current(index.path)
-    elif damaged or logged.entries:
-        recorded = _recorded_sources(aside)
+    elif damaged or logged.entries or (store.root / "CURRENT").is_file():  # something was indexed here
+        set_aside = sorted((store.versions / DAMAGED).glob("v*"), key=lambda p: p.name, reverse=True)
+        recorded = _recorded_sources(aside + set_aside)
         if (not steps or steps[0].sources is None) and logged.base == 0 and recorded is not None:
             steps.insert(0, ReplayStep(0, tuple(recorded)))  # an index older than the log: its recorded sources
         if not steps or steps[0].sources is None:
@@ -185,7 +186,7 @@ def health(store: IndexStore) -> str:
         logged = store.log.read()
     except WriteLogDamaged as exc:
         raise IndexUnrecoverable(str(exc)) from exc
-    aside = sorted(p.name for p in (store.versions / "damaged").glob("v*")) if store.versions.is_dir() else []
+    aside = sorted(p.name for p in (store.versions / DAMAGED).glob("v*")) if store.versions.is_dir() else []
     verified, failed = [], []
     for path in store.version_dirs():
         try:

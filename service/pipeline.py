@@ -397,8 +397,8 @@ def recover_index(settings: Settings, show_progress: bool = True) -> LoadedIndex
         IndexUnrecoverable: as :func:`index.recovery.recover`.
     """
     store = IndexStore(settings.index_dir)
-    if not store.version_dirs() and not store.log.path.is_file():
-        return None
+    if not store.version_dirs() and not store.log.path.is_file() and not (store.root / "CURRENT").is_file():
+        return None  # nothing was ever indexed here
     with store.writing():
         recovery = recover(store)
         if not recovery.steps:

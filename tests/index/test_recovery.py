@@ -201,3 +201,15 @@ def test_the_newest_verified_version_wins_over_a_stale_current(stand_in: StandIn
     index = restart(stand_in)
     assert index.path == v2 and sorted(index.documents) == ["d0", "d1", "d2", "d3", "d4"]
     assert IndexStore(stand_in.store.root).current() == v2
+
+
+def test_a_second_start_after_a_refusal_refuses_again(stand_in: StandInIndex, tmp_path: Path) -> None:
+    """The damaged versions were moved aside by the first start; the second must not take the directory for new."""
+    three_then_two(stand_in, tmp_path)
+    write(stand_in, upserts=[doc(5)])
+    for version in stand_in.store.version_dirs():
+        (version / "dense.faiss").write_bytes(b"")
+    for _ in range(2):
+        with pytest.raises(IndexUnrecoverable):
+            restart(stand_in)
+    assert not stand_in.store.version_dirs() and len(list((stand_in.store.versions / DAMAGED).iterdir())) == 2
