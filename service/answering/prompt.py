@@ -46,7 +46,8 @@ def is_yes_no(question: str) -> bool:
     """True for a polar question, one that offers no alternatives ("Is A or B better?" is not yes/no) and either
 
     * opens, or its last clause after a colon or full stop opens, with an auxiliary verb ("Does ...", "Is ...",
-      "Double balloon enteroscopy: is it safe?"), or
+      "Double balloon enteroscopy: is it safe?"), or its main clause after a leading subordinate one does ("When
+      filters are removed, are sparse libraries needed?"), or
     * is a verbless or declarative question with no wh-word and no imperative ("CA 19-9: a contraindication?",
       "Gluten tolerance 20 years after diagnosis?"): English asks those for a yes or a no.
 
@@ -56,11 +57,20 @@ def is_yes_no(question: str) -> bool:
     (True, True)
     >>> is_yes_no("Has use by U.S. adults changed?"), is_yes_no("List the trials of remdesivir?")
     (True, False)
+    >>> is_yes_no("When filters are removed, are sparse libraries needed?"), is_yes_no("With X, what were Y, were Z?")
+    (True, False)
     """
     clause = re.split(r":\s+|\.\s+(?=[A-Z])", question.strip())[-1]  # not at "U.S. adults"
     if _ALTERNATIVE.search(clause):
         return False
     if _AUXILIARY.match(clause):
+        return True
+    # "When X is removed, are Y needed?": a subordinate clause (led by the question's only wh-word) before a
+    # polar main clause
+    opening = _WH_WORD.match(question.strip())
+    rest = question.strip()[opening.end():] if opening else question
+    main = re.split(r",\s+", question.strip())[-1]
+    if _AUXILIARY.match(main) and not _ALTERNATIVE.search(main) and not _WH_WORD.search(rest):
         return True
     return question.strip().endswith("?") and not _WH_WORD.search(question) and not _IMPERATIVE.match(question)
 
