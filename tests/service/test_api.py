@@ -134,6 +134,14 @@ class TestBadInput:
         assert response.status_code == 413
         assert response.json() == {"detail": "request body larger than 1048576 bytes", "error": "BodyTooLarge"}
 
+    def test_a_478_deep_filter_is_a_422_naming_the_field(self, api_client) -> None:
+        deep = b'{"query": "glacier", "filters": {"venue": {"in": ' + b"[" * 478 + b'"icml"' + b"]" * 478 + b"}}}"
+        for path in ("/search", "/ask"):
+            response = api_client.post(path, content=deep.replace(b'"query"', b'"question"') if path == "/ask"
+                                       else deep, headers={"content-type": "application/json"})
+            assert response.status_code == 422, path
+            assert any("filters" in [str(part) for part in err["loc"]] for err in response.json()["detail"])
+
     def test_a_chunked_body_over_the_limit_is_413(self, live_server: str) -> None:
         import httpx
 

