@@ -12,7 +12,7 @@ vectors (HNSW: into the copied graph); one that removes passages builds FAISS ag
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -92,8 +92,10 @@ def write_version(
     hnsw_threshold: int = AUTO_HNSW_THRESHOLD,
     tokens: CorpusTokens | None = None,
     dense: DenseIndex | None = None,
+    before_current: Callable[[], None] | None = None,
 ) -> Path:
-    """Index ``passages`` (BM25 + FAISS, row i == passage i == ``vectors[i]``) and commit a new live version.
+    """Index ``passages`` (BM25 + FAISS, row i == passage i == ``vectors[i]``) and commit a new live version
+    (``before_current``: as for :meth:`~index.store.IndexStore.write`).
 
     Args:
         vectors: float32, shape ``(len(passages), dim)``, L2-normalised (unused when ``dense`` is given).
@@ -113,7 +115,7 @@ def write_version(
         dense.add(vectors)
     with_text = {p.doc_id for p in passages}
     kept = [doc for doc in documents if doc.doc_id in with_text]
-    return store.write(config, kept, passages, bm25, dense, extra=extra_manifest)
+    return store.write(config, kept, passages, bm25, dense, extra=extra_manifest, before_current=before_current)
 
 
 def build_index(
@@ -156,10 +158,26 @@ def build_index(
             if logged_as is not None:
                 extra["wal_seq"] = logged_as
             return write_version(store, config, documents, passages, vectors, extra, dense_kind)
+        # the reset is logged once the version is complete, just before CURRENT moves: a build killed midway
+        # leaves no entry, so the next start serves the previous index rather than rebuilding
         live = store.current()
-        with store.log.pending("reset", after=wal_seq(live) if live is not None else 0, sources=reset_sources) as seq:
-            extra["wal_seq"] = seq
-            return write_version(store, config, documents, passages, vectors, extra, dense_kind)
+        held = wal_seq(live) if live is not None else 0
+        store.log.drop_abandoned(held)
+        seq = extra["wal_seq"] = max(store.log.read().last, held) + 1
+        logged = False
+
+        def log_reset() -> None:
+            nonlocal logged
+            store.log.append("reset", after=seq - 1, sources=reset_sources)
+            logged = True
+
+        try:
+            return write_version(store, config, documents, passages, vectors, extra, dense_kind,
+                                 before_current=log_reset)
+        except BaseException:
+            if logged:
+                store.log.append("abort", target=seq)
+            raise
 
 
 def update_index(

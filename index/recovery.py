@@ -63,12 +63,14 @@ class Recovery:
 
 def fold(entries: list[LogEntry]) -> list[ReplayStep]:
     """Group ``entries`` into replay steps: aborted entries dropped, consecutive ``write`` entries merged (the last
-    write of an id wins), a ``reset`` starting a new step.
+    write of an id wins), each ``reset`` a step of its own.
 
     >>> from index.wal import LogEntry
     >>> d = Document("a", "", "x", "x")
     >>> fold([LogEntry(1, "write", (d,)), LogEntry(2, "write", doc_ids=("a",)), LogEntry(3, "write", doc_ids=("b",))])
     [ReplayStep(seq=3, sources=None, upserts=(), deletes=('a', 'b'))]
+    >>> [(s.seq, s.sources) for s in fold([LogEntry(1, "reset", sources=("x",)), LogEntry(2, "write", (d,))])]
+    [(1, ('x',)), (2, None)]
     """
     aborted = {e.target for e in entries if e.op == "abort"}
     steps: list[ReplayStep] = []
@@ -85,9 +87,11 @@ def fold(entries: list[LogEntry]) -> list[ReplayStep]:
     for entry in entries:
         if entry.seq in aborted or entry.op == "abort":
             continue
-        if entry.op == "reset":
-            close()
+        if entry.op == "reset":  # a step of its own: a rebuild records only the reset's number, so a crash
+            close()              # between it and the writes after it cannot claim those writes are held
             state, seq, sources = {}, entry.seq, entry.sources
+            close()
+            state, sources = {}, None
             continue
         for doc_id in entry.doc_ids:
             state[doc_id] = None

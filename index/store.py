@@ -29,7 +29,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
@@ -202,8 +202,12 @@ class IndexStore:
         bm25: BM25Index,
         dense: DenseIndex,
         extra: dict[str, Any] | None = None,
+        before_current: Callable[[], None] | None = None,
     ) -> Path:
-        """Write a complete new version and make it live atomically. Returns the new version directory."""
+        """Write a complete new version and make it live atomically. Returns the new version directory.
+
+        ``before_current`` runs once the version is complete and in place, just before ``CURRENT`` moves (a full
+        build logs itself there); if it raises, the version is removed and nothing changes."""
         self.versions.mkdir(parents=True, exist_ok=True)
         name = f"v{self._next_sequence():06d}-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
         tmp = self.versions / f".tmp-{name}"
@@ -228,13 +232,22 @@ class IndexStore:
             _fsync_tree(tmp)
             final = self.versions / name
             os.replace(tmp, final)
+            if before_current is not None:
+                before_current()
             faults.point("before-current")
             _atomic_write_text(self.root / "CURRENT", name + "\n")
             faults.point("after-current")
         except BaseException:
+            # a version that did not become live must not be found later as the newest one (its write failed)
             shutil.rmtree(tmp, ignore_errors=True)
+            pointer = self.root / "CURRENT"
+            if not pointer.is_file() or pointer.read_text().strip() != name:
+                shutil.rmtree(self.versions / name, ignore_errors=True)
             raise
-        self._prune(keep=name)
+        try:  # the version is live: housekeeping must not turn a committed write into a failed one
+            self._prune(keep=name)
+        except OSError as exc:
+            log.warning("pruning old index versions failed (%s); they stay until the next write", exc)
         return final
 
     def load(self, mmap: bool = True) -> LoadedIndex:

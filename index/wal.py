@@ -151,10 +151,26 @@ class WriteLog:
                 handle.flush()
                 os.fsync(handle.fileno())
 
+    def drop_abandoned(self, after: int) -> None:
+        """Abort the entries past ``after`` (the live version's ``wal_seq``) that are neither applied nor aborted:
+        writers append and apply under one lock, which the caller holds, so such an entry was left by a writer that
+        died before committing, and was never acknowledged."""
+        state = self.read()
+        aborted = {e.target for e in state.entries if e.op == "abort"}
+        for entry in state.entries:
+            if entry.seq > after and entry.op != "abort" and entry.seq not in aborted:
+                log.warning("%s: entry %d (%s) was logged by a writer that died before applying it; it was never "
+                            "acknowledged and is dropped", self.path, entry.seq, entry.op)
+                self.append("abort", target=entry.seq)
+
     @contextmanager
     def pending(self, op: Op, *, after: int = 0, **fields: Any) -> Iterator[int]:
         """Append an entry (:meth:`append`) and yield its number for the block that applies it; when the block
-        raises, an ``abort`` entry for it is appended (so a replay skips it) and the error goes on."""
+        raises, an ``abort`` entry for it is appended (so a replay skips it) and the error goes on.
+
+        ``after`` is the live version's ``wal_seq``; entries past it left by a dead writer are aborted first
+        (:meth:`drop_abandoned`), so the new version's ``wal_seq`` never claims them."""
+        self.drop_abandoned(after)
         seq = self.append(op, after=after, **fields)
         try:
             yield seq

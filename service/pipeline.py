@@ -339,7 +339,10 @@ def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
     wanted_config = index_config(settings, embedder)
     index = recover_index(settings, show_progress)
     if index is None:
-        return build(settings, list(settings.corpus), show_progress=show_progress)
+        with store.writing():  # a `citerag index PATHS` elsewhere may have built one since the check
+            index = recover_index(settings, show_progress)
+            if index is None:
+                return build(settings, list(settings.corpus), show_progress=show_progress)
     paths = [Path(p) for p in index.manifest.get("sources", settings.corpus)]
     if index.config == wanted_config and sources_unchanged(index.manifest, paths):
         return index

@@ -122,7 +122,7 @@ def test_fold_merges_writes_drops_aborts_and_splits_at_resets() -> None:
         LogEntry(4, "reset", sources=("s.jsonl",)), LogEntry(5, "write", (b,)), LogEntry(6, "write", doc_ids=("d2",)),
     ])
     assert [(st.seq, st.sources, st.upserts, st.deletes) for st in steps] == [
-        (1, None, (a,), ()), (6, ("s.jsonl",), (), ("d2",)),
+        (1, None, (a,), ()), (4, ("s.jsonl",), (), ()), (6, None, (), ("d2",)),
     ]
 
 
@@ -213,3 +213,35 @@ def test_a_second_start_after_a_refusal_refuses_again(stand_in: StandInIndex, tm
         with pytest.raises(IndexUnrecoverable):
             restart(stand_in)
     assert not stand_in.store.version_dirs() and len(list((stand_in.store.versions / DAMAGED).iterdir())) == 2
+
+
+def test_a_version_that_failed_to_become_live_is_removed(stand_in: StandInIndex, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """CURRENT could not be written (disk full): the complete version must not be served later as the newest."""
+    import index.store as store_module
+
+    three_then_two(stand_in, tmp_path)
+    real = store_module._atomic_write_text
+
+    def full(path: Path, text: str) -> None:
+        if path.name == "CURRENT":
+            raise OSError(28, "No space left on device")
+        real(path, text)
+
+    monkeypatch.setattr(store_module, "_atomic_write_text", full)
+    with pytest.raises(OSError):
+        write(stand_in, deletes=["d0"])
+    monkeypatch.undo()
+    assert len(stand_in.store.version_dirs()) == 2
+    assert "d0" in restart(stand_in).documents  # the failed delete is not applied
+
+
+def test_an_entry_left_by_a_dead_writer_is_dropped_by_the_next_write(stand_in: StandInIndex, tmp_path: Path) -> None:
+    """A writer killed after its append never answered; the next writer must not claim to hold its entry."""
+    three_then_two(stand_in, tmp_path)
+    stand_in.store.log.append("write", after=2, documents=[doc(7)])  # logged, never applied (the writer died)
+    version, _ = write(stand_in, upserts=[doc(8)])
+    assert load_version(version).manifest["wal_seq"] == 5  # 3: the dead write, 4: its abort
+    (version / "passages.jsonl").write_text("")  # the new version is damaged: v2 plus the log must give d8
+    index = restart(stand_in)
+    assert sorted(index.documents) == ["d0", "d1", "d2", "d3", "d4", "d8"]
