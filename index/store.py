@@ -54,6 +54,8 @@ FORMAT_VERSION = 1
 KEEP_VERSIONS = 2
 #: Folder under ``versions/`` holding versions that failed verification.
 DAMAGED = "damaged"
+# What a refused version's message tells the user to do (index/recovery.py does it at the next start).
+_RECOVERS = "a start recovers from the newest verified version and the write log (`citerag doctor` shows it)"
 _LIBRARIES = ("faiss-cpu", "bm25s", "sentence-transformers", "transformers", "torch", "citerag")
 
 
@@ -158,7 +160,7 @@ class IndexStore:
             return None
         path = self.versions / pointer.read_text().strip()
         if not path.is_dir():
-            raise IndexMismatch(f"{pointer} names {path.name}, which is missing; rebuild with `citerag index`")
+            raise IndexMismatch(f"{pointer} names {path.name}, which is missing; {_RECOVERS}")
         return path
 
     def manifest(self) -> dict[str, Any]:
@@ -323,7 +325,7 @@ def load_version(path: Path, mmap: bool = True) -> LoadedIndex:
     manifest = _read_manifest(path)
     for rel, expected in manifest["checksums"].items():
         if not (path / rel).is_file() or _sha256(path / rel) != expected:
-            raise IndexMismatch(f"{path / rel}: checksum differs from the manifest; rebuild with `citerag index`")
+            raise IndexMismatch(f"{path / rel}: checksum differs from the manifest; {_RECOVERS}")
     config = IndexConfig(**{"tokenizer_version": 1, **manifest["config"]})
     documents = [Document(**row) for row in _read_jsonl(path / "documents.jsonl")]
     passages = [Passage(**row) for row in _read_jsonl(path / "passages.jsonl")]
@@ -334,7 +336,7 @@ def load_version(path: Path, mmap: bool = True) -> LoadedIndex:
     dense = DenseIndex.load(path, mmap=mmap)
     found = {"documents": len(documents), "passages": len(passages), "dense": dense.size}
     if found != {"documents": counts["documents"], "passages": counts["passages"], "dense": counts["passages"]}:
-        raise IndexMismatch(f"{path}: counts {found} differ from the manifest's {counts}; rebuild with `citerag index`")
+        raise IndexMismatch(f"{path}: counts {found} differ from the manifest's {counts}; {_RECOVERS}")
     return LoadedIndex(path, manifest, config, {d.doc_id: d for d in documents}, passages, bm25, dense)
 
 
@@ -350,7 +352,7 @@ def _read_manifest(path: Path) -> dict[str, Any]:
             raise ValueError(f"not a format {FORMAT_VERSION} manifest")
         return manifest
     except (OSError, ValueError) as exc:
-        raise IndexMismatch(f"{path}: manifest unreadable ({exc}); rebuild with `citerag index`") from exc
+        raise IndexMismatch(f"{path}: manifest unreadable ({exc}); {_RECOVERS}") from exc
 
 
 def _write_manifest(path: Path, manifest: dict[str, Any], atomic: bool = False) -> None:
