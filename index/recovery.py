@@ -117,7 +117,9 @@ def recover(store: IndexStore, mmap: bool = True) -> Recovery:
         try:                           # complete and holds writes up to its own wal_seq, like any other
             index = load_version(path, mmap=mmap)
             break
-        except Exception as exc:  # noqa: BLE001 - any failure to load (checksum, truncated array) means damaged
+        except OSError as exc:  # EACCES, EMFILE, EIO: the machine's trouble, not the version's; never set it aside
+            raise IndexUnrecoverable(f"{path}: cannot be read ({exc}); fix the cause and start again") from exc
+        except Exception as exc:  # noqa: BLE001 - checksum, count or format failures: the version is damaged
             damaged.append((path.name, str(exc)))
             aside.append(store.quarantine(path, str(exc)))
     try:

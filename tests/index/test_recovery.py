@@ -245,3 +245,19 @@ def test_an_entry_left_by_a_dead_writer_is_dropped_by_the_next_write(stand_in: S
     (version / "passages.jsonl").write_text("")  # the new version is damaged: v2 plus the log must give d8
     index = restart(stand_in)
     assert sorted(index.documents) == ["d0", "d1", "d2", "d3", "d4", "d8"]
+
+
+def test_a_read_error_of_the_machine_does_not_set_a_version_aside(
+    stand_in: StandInIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import index.recovery as recovery_module
+
+    three_then_two(stand_in, tmp_path)
+
+    def unreadable(path: Path, mmap: bool = True):  # noqa: ANN202
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(recovery_module, "load_version", unreadable)
+    with pytest.raises(IndexUnrecoverable, match="cannot be read"):
+        restart(stand_in)
+    assert len(stand_in.store.version_dirs()) == 2 and not (stand_in.store.versions / DAMAGED).exists()
