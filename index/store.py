@@ -39,6 +39,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from index import faults
+from index.files import atomic_write_text, fsync_path, record_fields
 from index.bm25 import BM25Index
 from index.dense import DenseIndex
 from index.errors import IndexMismatch, IndexNotFound
@@ -215,8 +216,8 @@ class IndexStore:
         tmp = self.versions / f".tmp-{name}"
         tmp.mkdir()
         try:
-            _write_jsonl(tmp / "documents.jsonl", map(_fields, documents))
-            _write_jsonl(tmp / "passages.jsonl", map(_fields, passages))
+            _write_jsonl(tmp / "documents.jsonl", map(record_fields, documents))
+            _write_jsonl(tmp / "passages.jsonl", map(record_fields, passages))
             faults.point("mid-version")
             bm25.save(tmp / "bm25")
             dense.save(tmp)
@@ -237,7 +238,7 @@ class IndexStore:
             if before_current is not None:
                 before_current()
             faults.point("before-current")
-            _atomic_write_text(self.root / "CURRENT", name + "\n")
+            atomic_write_text(self.root / "CURRENT", name + "\n")
             faults.point("after-current")
         except BaseException:
             # a version that did not become live must not be found later as the newest one (its write failed)
@@ -277,7 +278,7 @@ class IndexStore:
 
     def set_current(self, path: Path) -> None:
         """Make the committed version ``path`` live (atomic replace of ``CURRENT``). Call under :meth:`writing`."""
-        _atomic_write_text(self.root / "CURRENT", path.name + "\n")
+        atomic_write_text(self.root / "CURRENT", path.name + "\n")
 
     def quarantine(self, path: Path, reason: str) -> Path:
         """Move a version that failed verification to ``versions/damaged/`` (kept for inspection, never served or
@@ -360,8 +361,8 @@ def _write_manifest(path: Path, manifest: dict[str, Any], atomic: bool = False) 
     text = json.dumps(manifest, indent=2, ensure_ascii=False)
     seal = hashlib.sha256(text.encode()).hexdigest() + "\n"
     if atomic:  # the seal goes first: a crash between the two leaves a mismatch, which refuses the version
-        _atomic_write_text(path / "manifest.sha256", seal)  # (and a refused version is recovered from the log)
-        _atomic_write_text(path / "manifest.json", text)
+        atomic_write_text(path / "manifest.sha256", seal)  # (and a refused version is recovered from the log)
+        atomic_write_text(path / "manifest.json", text)
     else:
         (path / "manifest.json").write_text(text)
         (path / "manifest.sha256").write_text(seal)
@@ -379,12 +380,6 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _fields(row: Document | Passage) -> dict[str, Any]:
-    """A document's or passage's fields as a dict: ``dataclasses.asdict`` without its deep copy (these dataclasses
-    hold only scalars and one flat ``meta`` dict), 9x faster at 60k passages."""
-    return {field.name: getattr(row, field.name) for field in dataclasses.fields(row)}
-
-
 def _write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     with path.open("w", encoding="utf-8") as handle:
         for row in rows:
@@ -398,25 +393,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 def _fsync_tree(directory: Path) -> None:
     for path in [*directory.rglob("*"), directory]:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
-    with tmp.open("w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        fsync_path(path)
 
 
 def _library_versions() -> dict[str, str]:

@@ -25,7 +25,6 @@ import hashlib
 import json
 import logging
 import os
-import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from typing import Any, Literal
 
 from index import faults
 from index.errors import CiteragError
+from index.files import atomic_write_text, fsync_path, record_fields
 from index.types import Document
 
 log = logging.getLogger(__name__)
@@ -136,7 +136,7 @@ class WriteLog:
             handle.flush()
             os.fsync(handle.fileno())
         if new_file:
-            _fsync_dir(self.path.parent)
+            fsync_path(self.path.parent)
         faults.point("after-log-append")
         return seq
 
@@ -185,13 +185,7 @@ class WriteLog:
             return
         kept = [e for e in state.entries if e.seq > through]
         raw = [json.dumps({"base": through})] + [json.dumps(_body(e), ensure_ascii=False) for e in kept]
-        tmp = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex[:8]}")
-        with tmp.open("w", encoding="utf-8") as handle:
-            handle.write("\n".join(raw) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self.path)
-        _fsync_dir(self.path.parent)
+        atomic_write_text(self.path, "\n".join(raw) + "\n")
         log.debug("write log cut through %d (%d entries kept)", through, len(kept))
 
 
@@ -213,7 +207,7 @@ def _body(entry: LogEntry) -> dict[str, Any]:
     """The entry as its log line holds it, with its checksum."""
     body: dict[str, Any] = {"seq": entry.seq, "op": entry.op}
     if entry.op == "write":
-        body["documents"] = [_document_fields(d) for d in entry.documents]
+        body["documents"] = [record_fields(d) for d in entry.documents]
         body["doc_ids"] = list(entry.doc_ids)
     elif entry.op == "reset":
         body["sources"] = list(entry.sources)
@@ -225,15 +219,3 @@ def _body(entry: LogEntry) -> dict[str, Any]:
 
 def _digest(body: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
-
-
-def _document_fields(doc: Document) -> dict[str, Any]:
-    return {name: getattr(doc, name) for name in doc.__dataclass_fields__}
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

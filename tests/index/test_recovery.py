@@ -221,14 +221,14 @@ def test_a_version_that_failed_to_become_live_is_removed(stand_in: StandInIndex,
     import index.store as store_module
 
     three_then_two(stand_in, tmp_path)
-    real = store_module._atomic_write_text
+    real = store_module.atomic_write_text
 
     def full(path: Path, text: str) -> None:
         if path.name == "CURRENT":
             raise OSError(28, "No space left on device")
         real(path, text)
 
-    monkeypatch.setattr(store_module, "_atomic_write_text", full)
+    monkeypatch.setattr(store_module, "atomic_write_text", full)
     with pytest.raises(OSError):
         write(stand_in, deletes=["d0"])
     monkeypatch.undo()
