@@ -271,7 +271,7 @@ def _update_locked(
     if live is not None and not changed and not deletes and not report.updated:
         report.version = live.path.name
         return live.path, report
-    held = int(live.manifest.get("wal_seq", 0)) if live is not None else 0
+    held = live.wal_seq if live is not None else 0
     args = (store, embedder, chunker, config, live, old_docs, changed, deletes, report, extra_manifest,
             show_progress, dense_kind, progress)
     if logged_as is not None or not log_write:

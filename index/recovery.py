@@ -74,24 +74,21 @@ def fold(entries: list[LogEntry]) -> list[ReplayStep]:
     """
     aborted = {e.target for e in entries if e.op == "abort"}
     steps: list[ReplayStep] = []
-    state: dict[str, Document | None] = {}
-    seq, sources = 0, None
+    state: dict[str, Document | None] = {}  # the writes since the last step: doc id -> last content (None: deleted)
+    seq = 0
 
     def close() -> None:
-        if seq and (state or sources is not None):
-            steps.append(ReplayStep(
-                seq, sources, tuple(d for d in state.values() if d is not None),
-                tuple(i for i, d in state.items() if d is None),
-            ))
+        if state:
+            steps.append(ReplayStep(seq, None, tuple(d for d in state.values() if d is not None),
+                                    tuple(i for i, d in state.items() if d is None)))
+            state.clear()
 
     for entry in entries:
         if entry.seq in aborted or entry.op == "abort":
             continue
         if entry.op == "reset":  # a step of its own: a rebuild records only the reset's number, so a crash
             close()              # between it and the writes after it cannot claim those writes are held
-            state, seq, sources = {}, entry.seq, entry.sources
-            close()
-            state, sources = {}, None
+            steps.append(ReplayStep(entry.seq, entry.sources))
             continue
         for doc_id in entry.doc_ids:
             state[doc_id] = None
@@ -126,7 +123,7 @@ def recover(store: IndexStore, mmap: bool = True) -> Recovery:
         logged = store.log.read()
     except WriteLogDamaged as exc:
         raise IndexUnrecoverable(f"{exc}. {_HOW}") from exc
-    held = int(index.manifest.get("wal_seq", 0)) if index is not None else 0
+    held = index.wal_seq if index is not None else 0
     pending = [e for e in logged.entries if e.seq > held]
     steps = fold(pending)
     if index is not None:
@@ -208,7 +205,7 @@ def health(store: IndexStore) -> str:
     if not verified:
         raise IndexNotFound(f"no index in {store.root}: run `citerag index` (or `make serve`) to build one")
     live = verified[0]
-    pending = [e for e in logged.entries if e.seq > int(live.manifest.get("wal_seq", 0)) and e.op != "abort"]
+    pending = [e for e in logged.entries if e.seq > live.wal_seq and e.op != "abort"]
     return (f"{live.path} ({len(live.documents)} documents, {len(live.passages)} passages, verified); "
             f"{len(verified)} version(s) verified, write log through {logged.last} ({len(pending)} to replay)"
             + (f", {len(aside)} damaged version(s) kept aside: {', '.join(aside)}" if aside else ""))

@@ -118,6 +118,11 @@ class LoadedIndex:
         return [self.passages[row] for row in self.doc_rows.get(doc_id, [])]
 
     @property
+    def wal_seq(self) -> int:
+        """The last write-log entry this version holds (0 for a version written before the log existed)."""
+        return int(self.manifest.get("wal_seq", 0))
+
+    @property
     def fingerprint(self) -> str:
         return str(self.manifest["corpus_fingerprint"])
 

@@ -337,12 +337,10 @@ def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
     store = IndexStore(settings.index_dir)
     embedder = load_embedder(settings)
     wanted_config = index_config(settings, embedder)
-    index = recover_index(settings, show_progress)
-    if index is None:
-        with store.writing():  # a `citerag index PATHS` elsewhere may have built one since the check
-            index = recover_index(settings, show_progress)
-            if index is None:
-                return build(settings, list(settings.corpus), show_progress=show_progress)
+    with store.writing():  # recovered, or found empty and built, with no `citerag index` in between
+        index = recover_index(settings, show_progress)
+        if index is None:
+            return build(settings, list(settings.corpus), show_progress=show_progress)
     paths = [Path(p) for p in index.manifest.get("sources", settings.corpus)]
     if index.config == wanted_config and sources_unchanged(index.manifest, paths):
         return index
@@ -373,7 +371,7 @@ def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
                 documents.update((doc.doc_id, doc) for doc in upserts)  # the API's documents and edits are kept
                 build_index(
                     list(documents.values()), store, encoder, make_chunker(settings, embedder), wanted_config,
-                    progress=progress, extra_manifest={**extra, "wal_seq": index.manifest.get("wal_seq", 0)},
+                    progress=progress, extra_manifest={**extra, "wal_seq": index.wal_seq},
                     dense_kind=settings.dense_index,
                 )
                 return store.load()
