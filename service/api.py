@@ -455,7 +455,8 @@ class BodySizeLimit:
             chunks.append(chunk)
             more = message.get("more_body", False)
         body = b"".join(chunks)
-        if body and b"json" in headers.get(b"content-type", b"json"):
+        # only a body with many brackets can nest past the parser: others are not parsed twice
+        if b"json" in headers.get(b"content-type", b"json") and body.count(b"[") + body.count(b"{") > _PARSE_DEPTH:
             try:
                 json.loads(body)
             except RecursionError:
@@ -474,6 +475,11 @@ class BodySizeLimit:
             return {"type": "http.request", "body": body, "more_body": False}
 
         await self.app(scope, replay, send)
+
+
+#: A JSON body with at most this many opening brackets cannot nest deep enough to exhaust Python's parser (its
+#: recursion limit is 1000 frames), so the middleware parses only bodies with more.
+_PARSE_DEPTH = 100
 
 
 async def _reject(send: Send, status: int, error: str, detail: str) -> None:
