@@ -60,19 +60,20 @@ def is_yes_no(question: str) -> bool:
     >>> is_yes_no("When filters are removed, are sparse libraries needed?"), is_yes_no("With X, what were Y, were Z?")
     (True, False)
     """
-    clause = re.split(r":\s+|\.\s+(?=[A-Z])", question.strip())[-1]  # not at "U.S. adults"
+    question = question.strip()
+    clause = re.split(r":\s+|\.\s+(?=[A-Z])", question)[-1]  # not at "U.S. adults"
     if _ALTERNATIVE.search(clause):
         return False
     if _AUXILIARY.match(clause):
         return True
     # "When X is removed, are Y needed?": a subordinate clause (led by the question's only wh-word) before a
     # polar main clause
-    opening = _WH_WORD.match(question.strip())
-    rest = question.strip()[opening.end():] if opening else question
-    main = re.split(r",\s+", question.strip())[-1]
+    opening = _WH_WORD.match(question)
+    rest = question[opening.end():] if opening else question
+    main = re.split(r",\s+", question)[-1]
     if _AUXILIARY.match(main) and not _ALTERNATIVE.search(main) and not _WH_WORD.search(rest):
         return True
-    return question.strip().endswith("?") and not _WH_WORD.search(question) and not _IMPERATIVE.match(question)
+    return question.endswith("?") and not _WH_WORD.search(question) and not _IMPERATIVE.match(question)
 
 
 def asks_which_papers(question: str) -> bool:
