@@ -20,15 +20,14 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
-import os
 import re
-import uuid
 from pathlib import Path
 from types import TracebackType
 
 import numpy as np
 
 from index.embed import Embedder
+from index.files import atomic_write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -154,17 +153,11 @@ class CachedEmbedder:
         np.save(buffer, rows, allow_pickle=False)
         data = buffer.getvalue()
         path = self.directory / f"{hashlib.sha256(data).hexdigest()}.npy"
-        tmp = self.directory / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}.npy"
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            with tmp.open("wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
+            atomic_write_bytes(path, data)
         except OSError as exc:
             log.warning("embedding cache: cannot write a shard to %s (%s); continuing without it", self.directory, exc)
-            tmp.unlink(missing_ok=True)
             return None
         return path
 

@@ -48,7 +48,6 @@ passages or with both old and new ones.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import logging
 import threading
@@ -71,7 +70,7 @@ from index.milvus_filters import JSON_FIELD, Unsatisfiable, milvus_expression, t
 from index.retrieve import SearchResult, candidate_depth, check_search, search_results, select_hits
 from index.text import fold
 from index.tokenize import STOPWORDS, tokenize
-from index.types import Document, FusionMethod, Hit, Passage, RetrievalMode
+from index.types import Document, FusionMethod, Hit, Passage, RetrievalMode, document_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -176,12 +175,6 @@ def engine_errors(method: F) -> F:
 def is_lite_uri(uri: str) -> bool:
     """True for a Milvus Lite file URI (pymilvus runs Milvus Lite for a path ending in ``.db``)."""
     return not uri.startswith(("http://", "https://", "tcp://", "unix:"))
-
-
-def fingerprint(doc: Document) -> str:
-    """sha256 of a document's title, text and metadata: equal fingerprints mean nothing to re-index."""
-    payload = json.dumps([doc.title, doc.text, doc.meta], sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
 class MilvusBackend:
@@ -584,7 +577,7 @@ class MilvusBackend:
             todo: list[tuple[Document, list[Passage]]] = []
             for i, doc in enumerate(batch):
                 old = known.get(doc.doc_id)
-                if old is not None and old["fingerprint"] == fingerprint(doc):
+                if old is not None and old["fingerprint"] == document_fingerprint(doc):
                     unchanged.append(doc.doc_id)
                     continue
                 try:
@@ -700,7 +693,7 @@ class MilvusBackend:
         for doc in documents:
             doc_rows.append({
                 "doc_id": doc.doc_id, "title": doc.title, "text": doc.text, "label": doc.label, "meta": doc.meta,
-                "fingerprint": fingerprint(doc), "seq": self._next_seq, "n_passages": counts.get(doc.doc_id, 0),
+                "fingerprint": document_fingerprint(doc), "seq": self._next_seq, "n_passages": counts.get(doc.doc_id, 0),
                 "placeholder": [0.0, 0.0],
             })
             self._next_seq += 1
@@ -764,7 +757,7 @@ def _validated(documents: list[Document]) -> list[Document]:
             if len(getattr(doc, name).encode("utf-8")) > VARCHAR_MAX:
                 raise IngestError(where, f"{name} is longer than {VARCHAR_MAX:,} bytes (UTF-8), Milvus's VARCHAR limit")
         previous = seen.get(doc.doc_id)
-        if previous is not None and fingerprint(previous) != fingerprint(doc):
+        if previous is not None and document_fingerprint(previous) != document_fingerprint(doc):
             raise IngestError(where, f"document id {doc.doc_id!r} appears twice with different content")
         seen[doc.doc_id] = doc
     return list(seen.values())

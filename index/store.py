@@ -39,7 +39,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from index import faults
-from index.files import atomic_write_text, fsync_path, record_fields
+from index.files import atomic_write_text, fsync_path, record_fields, sha256_file
 from index.bm25 import BM25Index
 from index.dense import DenseIndex
 from index.errors import IndexMismatch, IndexNotFound
@@ -121,10 +121,6 @@ class LoadedIndex:
     def wal_seq(self) -> int:
         """The last write-log entry this version holds (0 for a version written before the log existed)."""
         return int(self.manifest.get("wal_seq", 0))
-
-    @property
-    def fingerprint(self) -> str:
-        return str(self.manifest["corpus_fingerprint"])
 
 
 class IndexStore:
@@ -232,7 +228,7 @@ class IndexStore:
                 "config": config.as_dict(),
                 "corpus_fingerprint": corpus_fingerprint(documents),
                 "counts": {"documents": len(documents), "passages": len(passages)},
-                "checksums": {rel: _sha256(tmp / rel) for rel in _data_files(tmp)},
+                "checksums": {rel: sha256_file(tmp / rel) for rel in _data_files(tmp)},
                 "libraries": _library_versions(),
                 **(extra or {}),
             }
@@ -330,7 +326,7 @@ def load_version(path: Path, mmap: bool = True) -> LoadedIndex:
     """Load one version directory and verify it against its manifest (see :meth:`IndexStore.load`)."""
     manifest = _read_manifest(path)
     for rel, expected in manifest["checksums"].items():
-        if not (path / rel).is_file() or _sha256(path / rel) != expected:
+        if not (path / rel).is_file() or sha256_file(path / rel) != expected:
             raise IndexMismatch(f"{path / rel}: checksum differs from the manifest; {_RECOVERS}")
     config = IndexConfig(**{"tokenizer_version": 1, **manifest["config"]})
     documents = [Document(**row) for row in _read_jsonl(path / "documents.jsonl")]
@@ -376,13 +372,6 @@ def _write_manifest(path: Path, manifest: dict[str, Any], atomic: bool = False) 
 def _data_files(directory: Path) -> list[str]:
     return sorted(str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file())
 
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(1 << 22):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:

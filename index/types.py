@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from index.files import json_sha256
+
 RetrievalMode = Literal["hybrid", "bm25", "dense"]
 FusionMethod = Literal["bounded", "rrf", "weighted"]
 
@@ -26,6 +28,18 @@ class Document:
     text: str
     label: str
     meta: dict[str, Any] = field(default_factory=dict)
+
+
+#: Metadata keys that say where a record was read from, not what it holds: no part of its fingerprint.
+PROVENANCE_KEYS = frozenset({"source", "line"})
+
+
+def document_fingerprint(doc: Document) -> str:
+    """Hex sha256 (64 characters) of a document's title, text and metadata, its provenance (:data:`PROVENANCE_KEYS`)
+    excluded: equal fingerprints mean nothing to re-index, whichever file or line the record came from. Used by the
+    source records (first 16 digits) and the Milvus backend."""
+    meta = {key: value for key, value in doc.meta.items() if key not in PROVENANCE_KEYS}
+    return json_sha256([doc.title, doc.text, meta])
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,6 @@ the last complete one included, raises :class:`WriteLogDamaged`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -33,7 +32,7 @@ from typing import Any, Literal
 
 from index import faults
 from index.errors import CiteragError
-from index.files import atomic_write_text, fsync_path, record_fields
+from index.files import atomic_write_text, fsync_path, json_sha256, record_fields
 from index.types import Document
 
 log = logging.getLogger(__name__)
@@ -218,4 +217,4 @@ def _body(entry: LogEntry) -> dict[str, Any]:
 
 
 def _digest(body: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    return json_sha256(body)

@@ -257,7 +257,8 @@ def doctor(index_dir: IndexDirOption = None) -> None:
 
     from index.recovery import health
     from index.store import IndexStore
-    from service.models import GENERATORS, assemble_gguf, embedding_model_dir, onnx_int8_model, sha256_file
+    from index.files import sha256_file
+    from service.models import GENERATORS, assemble_gguf, embedding_model_dir, onnx_int8_model
 
     settings = _settings(index_dir)
     problems = 0

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from index.errors import ModelNotFound
+from index.files import atomic_write_text, sha256_file
 
 _CHUNK_BYTES = 8 * 1024 * 1024
 
@@ -116,9 +117,7 @@ def onnx_int8_model(cache_dir: Path) -> Path:
     if target.is_file() and made.get("recipe") == RECIPE_VERSION and made.get("sha256") == digest:
         return target
     info = export_int8(source, target)
-    tmp = stamp.with_name(f".{stamp.name}.{os.getpid()}")
-    tmp.write_text(json.dumps({**wanted, "sha256": digest, **info}, indent=2) + "\n")
-    os.replace(tmp, stamp)
+    atomic_write_text(stamp, json.dumps({**wanted, "sha256": digest, **info}, indent=2) + "\n")
     return target
 
 
@@ -135,15 +134,6 @@ def _part_path(spec: GGUFSpec, i: int) -> Path:
     if not path.is_file():
         raise ModelNotFound(f"generator part file missing: {path}; reinstall {spec.package.format(i=i)}")
     return path
-
-
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file, read in 8 MiB blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(_CHUNK_BYTES):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def assemble_gguf(spec: GGUFSpec, cache_dir: Path) -> Path:
@@ -181,5 +171,5 @@ def assemble_gguf(spec: GGUFSpec, cache_dir: Path) -> Path:
     finally:
         tmp.unlink(missing_ok=True)
     stat = target.stat()
-    stamp.write_text(f"{spec.sha256} {stat.st_size} {int(stat.st_mtime)}\n")
+    atomic_write_text(stamp, f"{spec.sha256} {stat.st_size} {int(stat.st_mtime)}\n")
     return target

@@ -26,7 +26,7 @@ from index.recovery import recover, replay
 from index.backend import Searcher, WriteReport
 from index.retrieve import Retriever
 from index.store import IndexConfig, IndexStore, LoadedIndex
-from index.types import Document
+from index.types import Document, document_fingerprint
 from service.answer import Answerer
 from service.answering import EvidenceAnswerer
 from service.generator import Generator
@@ -130,9 +130,7 @@ def source_signature(paths: list[Path]) -> str:
 def record_fingerprint(doc: Document) -> str:
     """sha256 (16 hex digits) of a source record's title, text and metadata (its file and line excluded): what
     tells, when a source file changed, which of its records changed."""
-    meta = {k: v for k, v in doc.meta.items() if k not in ("source", "line")}
-    payload = json.dumps([doc.title, doc.text, meta], sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+    return document_fingerprint(doc)[:16]
 
 
 Records = dict[str, dict[str, str | None]]
