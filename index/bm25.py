@@ -12,11 +12,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import get_args
 
 import bm25s
 import numpy as np
 
-from index.types import Hit
+from index.types import BM25Method, Hit
 
 # bm25s sets its own logger to DEBUG on import, so every build printed "Building index from IDs" through the
 # application's handlers; its warnings still show.
@@ -120,9 +121,9 @@ class BM25Index:
         ValueError: a parameter out of range or an unknown method.
     """
 
-    METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
+    METHODS: tuple[BM25Method, ...] = get_args(BM25Method)
 
-    def __init__(self, k1: float = 1.5, b: float = 0.75, method: str = "lucene") -> None:
+    def __init__(self, k1: float = 1.5, b: float = 0.75, method: BM25Method = "lucene") -> None:
         if method not in self.METHODS:
             raise ValueError(f"method must be one of {self.METHODS}, got {method!r}")
         if k1 < 0 or not 0 <= b <= 1:

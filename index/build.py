@@ -28,7 +28,7 @@ from index.errors import DocumentNotFound
 from index.progress import build_progress
 from index.store import IndexConfig, IndexStore, LoadedIndex, wal_seq
 from index.tokenize import tokenize_many
-from index.types import Document, Passage
+from index.types import DenseSetting, Document, Passage
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ def write_version(
     passages: list[Passage],
     vectors: np.ndarray,
     extra_manifest: dict[str, object] | None = None,
-    dense_kind: str = "auto",
+    dense_kind: DenseSetting = "auto",
     hnsw_threshold: int = AUTO_HNSW_THRESHOLD,
     tokens: CorpusTokens | None = None,
     dense: DenseIndex | None = None,
@@ -126,7 +126,7 @@ def build_index(
     config: IndexConfig,
     show_progress: bool = True,
     extra_manifest: dict[str, object] | None = None,
-    dense_kind: str = "auto",
+    dense_kind: DenseSetting = "auto",
     progress: Progress | None = None,
     reset_sources: Sequence[str] | None = None,
     logged_as: int | None = None,
@@ -189,7 +189,7 @@ def update_index(
     deletes: Iterable[str] = (),
     extra_manifest: dict[str, object] | None = None,
     show_progress: bool = False,
-    dense_kind: str = "auto",
+    dense_kind: DenseSetting = "auto",
     progress: Progress | None = None,
     log_write: bool = True,
     logged_as: int | None = None,
@@ -239,7 +239,7 @@ def _update_locked(
     deletes: Iterable[str],
     extra_manifest: dict[str, object] | None,
     show_progress: bool,
-    dense_kind: str,
+    dense_kind: DenseSetting,
     progress: Progress | None,
     log_write: bool,
     logged_as: int | None,
@@ -293,7 +293,7 @@ def _apply(
     report: WriteReport,
     extra_manifest: dict[str, object] | None,
     show_progress: bool,
-    dense_kind: str,
+    dense_kind: DenseSetting,
     progress: Progress | None,
     seq: int,
 ) -> tuple[Path, WriteReport]:

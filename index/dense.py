@@ -18,7 +18,7 @@ from typing import Literal
 import faiss
 import numpy as np
 
-from index.types import Hit
+from index.types import DenseSetting, Hit
 
 DenseKind = Literal["flat", "hnsw"]
 HNSW_M = 32  # graph degree (FAISS default for IndexHNSWFlat is 32)
@@ -51,7 +51,7 @@ def omp_threads(n: int) -> Iterator[None]:
         faiss.omp_set_num_threads(previous)
 
 
-def choose_kind(n_passages: int, setting: str = "auto", threshold: int = AUTO_HNSW_THRESHOLD) -> DenseKind:
+def choose_kind(n_passages: int, setting: DenseSetting = "auto", threshold: int = AUTO_HNSW_THRESHOLD) -> DenseKind:
     """The index kind for ``n_passages``: ``setting`` when it is ``"flat"`` or ``"hnsw"``, else flat below
     ``threshold`` passages and HNSW from it on.
 

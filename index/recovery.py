@@ -21,7 +21,7 @@ from index.chunking import Chunker
 from index.embed import Embedder
 from index.errors import CiteragError, IndexMismatch, IndexNotFound
 from index.store import DAMAGED, IndexStore, LoadedIndex, load_version
-from index.types import Document
+from index.types import DenseSetting, Document
 from index.wal import LogEntry, WriteLogDamaged
 
 
@@ -153,7 +153,7 @@ def replay(
     embedder: Embedder,
     chunker: Chunker,
     rebuild: Callable[[list[str], int], None],
-    dense_kind: str = "auto",
+    dense_kind: DenseSetting = "auto",
 ) -> LoadedIndex | None:
     """Apply ``recovery.steps`` in order, each new version recording the step's log sequence number: a reset
     through ``rebuild(sources, seq)`` (the caller reads the files and builds with ``logged_as=seq``), writes through

@@ -44,7 +44,7 @@ from index.bm25 import BM25Index
 from index.dense import DenseIndex
 from index.errors import IndexMismatch, IndexNotFound
 from index.tokenize import TOKENIZER_VERSION
-from index.types import Document, Passage
+from index.types import BM25Method, Document, Passage
 from index.wal import WriteLog
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ class IndexConfig:
     overlap_tokens: int
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
-    bm25_method: str = "lucene"
+    bm25_method: BM25Method = "lucene"
     tokenizer_version: int = TOKENIZER_VERSION
 
     def as_dict(self) -> dict[str, Any]:

@@ -9,6 +9,10 @@ from index.files import json_sha256
 
 RetrievalMode = Literal["hybrid", "bm25", "dense"]
 FusionMethod = Literal["bounded", "rrf", "weighted"]
+#: BM25 variants bm25s implements (Kamphuis et al., ECIR 2020, name them): ``lucene`` is the default.
+BM25Method = Literal["lucene", "robertson", "atire", "bm25l", "bm25+"]
+#: FAISS layout asked for: ``flat`` (exact), ``hnsw``, or ``auto`` (chosen by corpus size, :func:`index.dense.choose_kind`).
+DenseSetting = Literal["auto", "flat", "hnsw"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from index.types import BM25Method, DenseSetting, FusionMethod
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 EmbeddingBackend = Literal["torch", "onnx-int8"]
 # Chosen by measurement (eval/results/embedding_backends.md): SciFact nDCG@10 of the default hybrid 0.7318 vs torch's
@@ -67,12 +69,12 @@ class Settings(BaseSettings):
     # Retrieval.
     bm25_k1: float = Field(1.5, ge=0)
     bm25_b: float = Field(0.75, ge=0, le=1)
-    bm25_method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = "lucene"
+    bm25_method: BM25Method = "lucene"
     candidates: int = Field(100, ge=1, le=1000, description="Top-N from each retriever before fusion.")
-    fusion: Literal["bounded", "rrf", "weighted"] = Field(
+    fusion: FusionMethod = Field(
         "bounded", description="Hybrid fusion: bounded (default, see eval/results/scifact.md), rrf or weighted."
     )
-    dense_index: Literal["auto", "flat", "hnsw"] = Field(
+    dense_index: DenseSetting = Field(
         "auto", description="FAISS index: flat (exact), hnsw (approximate), or auto: flat below 50,000 passages."
     )
     rrf_k: int = Field(60, ge=0, description="RRF constant (Cormack et al. 2009).")
