@@ -24,21 +24,11 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from index.errors import (
-    CiteragError,
-    DocumentNotFound,
-    IndexMismatch,
-    IndexNotFound,
-    IngestError,
-    ModelNotFound,
-    Overloaded,
-    BackendUnavailable,
-    Unauthorized,
-    WritesDisabled,
-)
+from index.errors import CiteragError, DocumentNotFound, ModelNotFound
 from index.backend import SearchBackend
 from index.store import LoadedIndex
 from service.answer import Answer, Answerer
+from service.errors import Overloaded, Unauthorized, WritesDisabled, citerag_error, validation_error
 from service.pipeline import ensure_index, index_notes, open_answerer, open_backend, open_milvus_backend
 from service.schemas import (
     MAX_DOCUMENTS_PER_REQUEST,
@@ -61,19 +51,6 @@ from service.streaming import answer_events
 from service.web import mount_web
 
 log = logging.getLogger(__name__)
-
-_STATUS: dict[type[CiteragError], int] = {
-    DocumentNotFound: 404,
-    IngestError: 400,
-    IndexNotFound: 503,
-    IndexMismatch: 503,
-    ModelNotFound: 503,
-    Overloaded: 503,
-    BackendUnavailable: 503,
-    Unauthorized: 401,
-    WritesDisabled: 403,
-}
-
 
 class AdmissionGate:
     """Bounds the questions admitted at once (running + waiting for the single model slot).
@@ -264,18 +241,8 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
     app.add_middleware(RequestContext, metrics=metrics)
     app.add_middleware(BodySizeLimit, max_bytes=(settings or get_settings()).max_body_bytes)
 
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        """422 naming each bad field. The offending input is not echoed back: it may be huge, or hold lone
-        surrogates or NaN that cannot be encoded as JSON."""
-        detail = [{"loc": list(err["loc"]), "msg": err["msg"], "type": err["type"]} for err in exc.errors()]
-        return JSONResponse({"detail": detail}, status_code=422)
-
-    @app.exception_handler(CiteragError)
-    async def citerag_error(_: Request, exc: CiteragError) -> JSONResponse:
-        status = next((code for kind, code in _STATUS.items() if isinstance(exc, kind)), 400)
-        headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, Overloaded) else None
-        return JSONResponse({"detail": str(exc), "error": type(exc).__name__}, status_code=status, headers=headers)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(CiteragError, citerag_error)
 
     @app.get("/health")
     async def health(service: ServiceDep) -> Health:
