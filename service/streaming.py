@@ -12,8 +12,10 @@ import json
 import queue
 import threading
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
+
+from fastapi.responses import StreamingResponse
 
 from index.filters import Filters
 from service.answer import Answer, Answerer
@@ -69,3 +71,22 @@ def answer_events(
                 return
     finally:
         stop.set()  # also on client disconnect (GeneratorExit): the model stops at its next token
+
+
+def event_stream(events: Generator[str, None, None], on_close: Callable[[], None]) -> StreamingResponse:
+    """The ``text/event-stream`` response that sends ``events``; ``on_close`` runs once when the stream ends or
+    the client goes away (e.g. to release the question's admission slot)."""
+    return StreamingResponse(
+        _closing(events, on_close),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+def _closing(events: Generator[str, None, None], on_close: Callable[[], None]) -> Iterator[str]:
+    """Pass ``events`` through, closing them and calling ``on_close`` when the stream ends or the client goes away."""
+    try:
+        yield from events
+    finally:
+        events.close()
+        on_close()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from fastapi.security import HTTPAuthorizationCredentials
 
-from service.api import WriteGuard
+from service.state import WriteGuard
 from service.errors import Unauthorized, WritesDisabled
 from tests.conftest import API_KEY
 
