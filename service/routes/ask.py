@@ -9,7 +9,7 @@ from collections.abc import Callable, Generator
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import StreamingResponse
+from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from service.schemas import AskRequest, AskResponse
 from service.state import Service, ServiceDep
@@ -19,7 +19,7 @@ router = APIRouter()
 
 
 @router.post("/ask", response_model=AskResponse, responses={200: {"content": {"text/event-stream": {}}}})
-def ask(body: AskRequest, request: Request, service: ServiceDep) -> AskResponse | StreamingResponse:
+def ask(body: AskRequest, request: Request, service: ServiceDep) -> AskResponse | EventSourceResponse:
     """Answer from the top-k passages with checked [n] citations, or abstain.
 
     With ``"stream": true`` (or ``Accept: text/event-stream``) the answer comes as server-sent events:
@@ -39,7 +39,7 @@ def answer_or_stream(
     service: Service,
     body: AskRequest,
     streaming: bool,
-    events: Callable[[], Generator[str, None, None]],
+    events: Callable[[], Generator[ServerSentEvent, None, None]],
     render: Callable[[AskResponse], Any],
 ) -> Any:
     """Admit the question, then stream ``events()`` or answer at once and ``render`` the response; the admission

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import StreamingResponse
+from fastapi.sse import EventSourceResponse
 from pydantic import ValidationError
 
 from service.openai_compat import MODEL_ID, ChatRequest, completion, stream_of
@@ -23,7 +23,7 @@ async def openai_models() -> dict:
 
 
 @router.post("/v1/chat/completions", response_model=None)
-def openai_chat(body: ChatRequest, service: ServiceDep) -> dict | StreamingResponse:
+def openai_chat(body: ChatRequest, service: ServiceDep) -> dict | EventSourceResponse:
     """OpenAI-compatible chat: the last user message is the question (see ``service/openai_compat.py``)."""
     request = ask_request(body, service.default_k)
     return answer_or_stream(
