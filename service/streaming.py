@@ -22,7 +22,10 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
+import anyio
+import anyio.to_thread
 from fastapi.sse import EventSourceResponse, ServerSentEvent, format_sse_event
+from starlette.types import Receive, Scope, Send
 
 from index.filters import Filters
 from service.answer import Answer, Answerer
@@ -90,15 +93,62 @@ def answer_events(
 
 def event_stream(events: Generator[ServerSentEvent, None, None], on_close: Callable[[], None]) -> EventSourceResponse:
     """The ``text/event-stream`` response that sends ``events``; ``on_close`` runs once when the stream ends or
-    the client goes away (e.g. to release the question's admission slot)."""
-    return EventSourceResponse(_closing(events, on_close), headers=STREAM_HEADERS)
+    the client goes away (e.g. to release the question's admission slot), and ``events`` is closed then, which
+    stops the generation at its next token."""
+    return _ClosingEventSource(_Events(events, on_close))
 
 
-def _closing(events: Generator[ServerSentEvent, None, None], on_close: Callable[[], None]) -> Iterator[bytes]:
-    """``events`` encoded, closing them and calling ``on_close`` when the stream ends or the client goes away."""
-    try:
-        for event in events:
-            yield encode(event)
-    finally:
-        events.close()
-        on_close()
+class _Events:
+    """``events`` encoded, as an iterator that can be closed from another thread while a ``next`` is running (the
+    close then waits for it: at most until the model's next token)."""
+
+    def __init__(self, events: Generator[ServerSentEvent, None, None], on_close: Callable[[], None]) -> None:
+        self._events = events
+        self._on_close = on_close
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self
+
+    def __next__(self) -> bytes:
+        with self._lock:
+            if self._closed:
+                raise StopIteration
+            try:
+                return encode(next(self._events))
+            except BaseException:  # the end (StopIteration), or a failure: either way the stream is over
+                self._close()
+                raise
+
+    def close(self) -> None:
+        """Close ``events`` and call ``on_close``, once."""
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._events.close()
+        finally:
+            self._on_close()
+
+
+class _ClosingEventSource(EventSourceResponse):
+    """An ``EventSourceResponse`` that closes its events as soon as the response is over, also when the client
+    went away. Starlette iterates a synchronous iterator in a worker thread and, on a disconnect, only drops it:
+    without this, the events (and the admission slot) would be freed by the garbage collector, seconds or
+    minutes later, while the model kept generating for nobody."""
+
+    def __init__(self, events: _Events) -> None:
+        super().__init__(events, headers=STREAM_HEADERS)
+        self._events = events
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):  # also when the server cancels the request
+                await anyio.to_thread.run_sync(self._events.close)
