@@ -35,6 +35,8 @@ class ContentPart(BaseModel):
 
 
 class ChatMessage(BaseModel):
+    """One chat message: its role and content, a string or OpenAI content parts (only their text is read)."""
+
     model_config = ConfigDict(extra="ignore")
 
     role: Literal["system", "user", "assistant", "tool", "developer"]
