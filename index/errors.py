@@ -1,4 +1,5 @@
-"""The exceptions citerag raises. The API maps them to HTTP status codes in one handler; the CLI to exit code 2."""
+"""The exceptions the index and the answering pipeline raise. The HTTP service maps them to status codes in one
+handler (:mod:`service.errors`, which adds the errors only the service raises); the CLI to exit code 2."""
 
 from __future__ import annotations
 
@@ -38,19 +39,3 @@ class BackendUnavailable(CiteragError):
 
 class DocumentNotFound(CiteragError):
     """No document with the requested id."""
-
-
-class Overloaded(CiteragError):
-    """Too many questions are waiting for the model; retry after ``retry_after`` seconds."""
-
-    def __init__(self, message: str, retry_after: int = 10) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class Unauthorized(CiteragError):
-    """A write endpoint was called without the right API key (``Authorization: Bearer <CITERAG_API_KEY>``)."""
-
-
-class WritesDisabled(CiteragError):
-    """Writes are off: the service listens on a non-loopback address and no API key is configured."""

@@ -75,8 +75,13 @@ class Metrics:
 
 
 def _route(request: Request) -> str:
-    """The matched route template (``/documents/{doc_id:path}``), never the raw path: bounded label values."""
-    for route in request.app.router.routes:
+    """The matched route template (``/documents/{doc_id:path}``), never the raw path: bounded label values.
+
+    The route the router chose (``scope["route"]``) comes first: FastAPI 0.165 keeps an included router's routes
+    inside it, not in ``app.router.routes``. Only a full match counts (a 405 is ``unmatched``).
+    """
+    chosen = request.scope.get("route")
+    for route in ([chosen] if chosen is not None else []) + list(request.app.router.routes):
         match, _ = route.matches(request.scope)
         if match == Match.FULL:
             return getattr(route, "path", "other")

@@ -10,12 +10,12 @@ greedy for reproducible, grounded answers).
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterator
 from typing import Annotated, Any, Literal
 
+from fastapi.sse import ServerSentEvent
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.answer import Answer, Answerer
@@ -35,6 +35,8 @@ class ContentPart(BaseModel):
 
 
 class ChatMessage(BaseModel):
+    """One chat message: its role and content, a string or OpenAI content parts (only their text is read)."""
+
     model_config = ConfigDict(extra="ignore")
 
     role: Literal["system", "user", "assistant", "tool", "developer"]
@@ -83,35 +85,36 @@ def completion(response: AskResponse) -> dict[str, Any]:
     }
 
 
-def completion_chunks(events: Iterator[str]) -> Iterator[str]:
-    """Translate citerag's ``/ask`` event stream into OpenAI ``chat.completion.chunk`` server-sent events."""
+def completion_chunks(events: Iterator[ServerSentEvent]) -> Iterator[ServerSentEvent]:
+    """Translate citerag's ``/ask`` event stream into OpenAI ``chat.completion.chunk`` server-sent events (``data:``
+    only, no event name), ending with ``data: [DONE]``."""
     chunk_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
 
-    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
-        body = {"id": chunk_id, "object": "chat.completion.chunk", "created": created, "model": MODEL_ID,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
-        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> ServerSentEvent:
+        return ServerSentEvent(data={
+            "id": chunk_id, "object": "chat.completion.chunk", "created": created, "model": MODEL_ID,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra,
+        })
 
     yield chunk({"role": "assistant", "content": ""})
     streamed = False
     for event in events:
-        kind, _, data = event.partition("\ndata: ")
-        payload = json.loads(data)
-        if kind == "event: token":
+        payload = event.data
+        if event.event == "token":
             streamed = True
             yield chunk({"content": payload["text"]})
-        elif kind == "event: answer":
+        elif event.event == "answer":
             # an abstention decided before generation streamed no text: send the service's message instead
             delta = {} if streamed else {"content": payload["answer"]}
             yield chunk(delta, "stop", citations=payload["citations"], citerag=payload)
-        elif kind == "event: error":
+        elif event.event == "error":
             yield chunk({}, "stop", error=payload)
-    yield "data: [DONE]\n\n"
+    yield ServerSentEvent(raw_data="[DONE]")
 
 
 def stream_of(
     answerer: Answerer, question: str, k: int, on_done: Callable[[Answer], None] | None = None
-) -> Generator[str, None, None]:
+) -> Generator[ServerSentEvent, None, None]:
     """OpenAI chunks for one question (a generator: closing it stops the generation); ``on_done`` receives the
     finished answer."""
     events = answer_events(answerer, question, k, on_done=on_done)

@@ -243,7 +243,7 @@ class TestStreaming:
 
 
 def test_overload_returns_503_with_retry_after(api_client) -> None:
-    from service.api import AdmissionGate
+    from service.state import AdmissionGate
 
     service = api_client.app.state.service
     saved, service.gate = service.gate, AdmissionGate(1)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from fastapi.security import HTTPAuthorizationCredentials
 
-from index.errors import Unauthorized, WritesDisabled
-from service.api import WriteGuard
+from service.state import WriteGuard
+from service.errors import Unauthorized, WritesDisabled
 from tests.conftest import API_KEY
 
 pytestmark = pytest.mark.slow

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from index.errors import ModelNotFound
-from service.api import AnswererLoader
+from service.state import AnswererLoader
 
 
 def test_ready_only_after_the_load_and_get_waits_for_it() -> None:

@@ -1,0 +1,30 @@
+"""Operations routes: ``GET /health`` (liveness, index size, the answering model's state) and ``GET /metrics``."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from service.schemas import Health
+from service.state import MetricsDep, ServiceDep
+
+router = APIRouter()
+
+
+@router.get("/health")
+async def health(service: ServiceDep) -> Health:
+    """Liveness, index size and whether the answering model is loaded yet; never waits for the model."""
+    stats = service.backend.stats()
+    return Health(
+        status="ok",
+        documents=int(stats["documents"]),
+        passages=int(stats["passages"]),
+        index_version=str(stats["version"]),
+        generator_loaded=service.loader.ready,
+        generator=service.loader.state,
+    )
+
+
+@router.get("/metrics", include_in_schema=False)
+async def prometheus_metrics(metrics: MetricsDep) -> Response:
+    """Prometheus text format: requests, latency, answering stages, tokens, index size, queue depth."""
+    return metrics.render()

@@ -1,0 +1,187 @@
+"""What the HTTP handlers share, and the FastAPI dependencies that hand it to them.
+
+:class:`Service` (the retrieval backend, the answerer loading in the background, the admission gate, the write
+guard and the metrics) is made once by the app's lifespan (:mod:`service.api`) and kept on ``app.state``; a
+handler asks for it with ``service: ServiceDep`` (:func:`get_service`), never through a closure.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from index.backend import SearchBackend
+from index.errors import ModelNotFound
+from service.answer import Answer, Answerer
+from service.errors import Overloaded, Unauthorized, WritesDisabled
+from service.observability import Metrics
+
+log = logging.getLogger(__name__)
+
+
+class AdmissionGate:
+    """Bounds the questions admitted at once (running + waiting for the single model slot).
+
+    Args:
+        limit: most questions admitted at once; one more raises :class:`Overloaded` (HTTP 503 + Retry-After).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._slots = threading.BoundedSemaphore(limit)
+        self._lock = threading.Lock()
+        self.admitted = 0
+
+    def enter(self) -> None:
+        """Take a slot.
+
+        Raises:
+            Overloaded: all ``limit`` slots are taken (``retry_after`` 15 s).
+        """
+        if not self._slots.acquire(blocking=False):
+            raise Overloaded(f"{self.limit} questions are already queued for the model; retry shortly", retry_after=15)
+        with self._lock:
+            self.admitted += 1
+
+    def leave(self) -> None:
+        """Give back a slot taken by :meth:`enter`."""
+        with self._lock:
+            self.admitted -= 1
+        self._slots.release()
+
+
+class WriteGuard:
+    """Who may call the write endpoints: reads are open, writes need the API key.
+
+    Args:
+        api_key: the configured key; requests must send ``Authorization: Bearer <key>`` (compared in constant
+            time, :func:`hmac.compare_digest`). ``None``: no key is asked for, and writes are enabled only when
+            ``host`` is a loopback address (a service reachable from other machines never takes unkeyed writes).
+        host: the address the service listens on.
+    """
+
+    def __init__(self, api_key: str | None, host: str) -> None:
+        self.api_key = api_key
+        self.host = host
+        self.enabled = api_key is not None or _is_loopback(host)
+
+    def check(self, credentials: HTTPAuthorizationCredentials | None) -> None:
+        """Raises :class:`WritesDisabled` (403) or :class:`Unauthorized` (401); returns when the write may go."""
+        if not self.enabled:
+            raise WritesDisabled(
+                f"writes are disabled: the service listens on {self.host} and CITERAG_API_KEY is not set; "
+                "set it and send 'Authorization: Bearer <key>'"
+            )
+        if self.api_key is None:
+            return
+        given = credentials.credentials if credentials is not None else ""
+        if not hmac.compare_digest(given.encode(), self.api_key.encode()):
+            what = "missing" if credentials is None else "wrong"
+            raise Unauthorized(f"API key {what}: send 'Authorization: Bearer <CITERAG_API_KEY>'")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class AnswererLoader:
+    """Loads the answerer (the chat model: seconds to a minute on 2 cores) in a background thread, so the service
+    answers ``/health`` and ``/search`` at once and ``/health`` says whether the model is ready.
+
+    Args:
+        load: makes the answerer (e.g. :func:`service.pipeline.open_answerer` over the backend).
+    """
+
+    def __init__(self, load: Callable[[], Answerer]) -> None:
+        self._load = load
+        self._done = threading.Event()
+        self._answerer: Answerer | None = None
+        self.error: BaseException | None = None
+        threading.Thread(target=self._run, name="citerag-model-load", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self._answerer = self._load()
+        except BaseException as exc:  # noqa: BLE001 - kept and raised to every caller of get()
+            self.error = exc
+            log.error("the answering model failed to load: %s", exc)
+        finally:
+            self._done.set()
+
+    @property
+    def state(self) -> str:
+        """``loading``, ``ready`` or ``failed``."""
+        if not self._done.is_set():
+            return "loading"
+        return "ready" if self._answerer is not None else "failed"
+
+    @property
+    def ready(self) -> bool:
+        """True once the model is loaded (False while loading, or when loading failed)."""
+        return self._done.is_set() and self._answerer is not None
+
+    def get(self) -> Answerer:
+        """The answerer, waiting for the load to finish.
+
+        Raises:
+            ModelNotFound: the model could not be loaded (HTTP 503; the message says which package to install).
+        """
+        self._done.wait()
+        if self._answerer is None:
+            raise ModelNotFound(f"the answering model failed to load: {self.error}")
+        return self._answerer
+
+
+@dataclass(slots=True)
+class Service:
+    """What the handlers share: the retrieval backend, the answerer (loading in the background), the admission
+    gate, the write guard and the app's metrics."""
+
+    backend: SearchBackend
+    loader: AnswererLoader
+    gate: AdmissionGate
+    writes: WriteGuard
+    metrics: Metrics
+    default_k: int = 5
+
+    @property
+    def answerer(self) -> Answerer:
+        """The answerer; a question that comes while the model loads waits for it (:meth:`AnswererLoader.get`).
+
+        Raises:
+            ModelNotFound: the model failed to load.
+        """
+        return self.loader.get()
+
+    def observe(self, answer: Answer) -> None:
+        """Count a finished answer in the metrics (its stage timings and generated tokens)."""
+        self.metrics.observe_answer(answer.timings_ms, answer.completion_tokens)
+
+
+def get_service(request: Request) -> Service:
+    """The :class:`Service` loaded by the lifespan (a FastAPI dependency: use :data:`ServiceDep`)."""
+    return request.app.state.service
+
+
+def get_metrics(request: Request) -> Metrics:
+    """The app's :class:`~service.observability.Metrics`, made with the app (there before the lifespan runs)."""
+    return request.app.state.metrics
+
+
+ServiceDep = Annotated[Service, Depends(get_service)]
+MetricsDep = Annotated[Metrics, Depends(get_metrics)]
+#: The ``Authorization: Bearer`` credentials when sent (``None`` when not: :meth:`WriteGuard.check` decides).
+BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(HTTPBearer(auto_error=False))]
