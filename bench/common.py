@@ -289,7 +289,7 @@ def source_manifest(paths: Sequence[Path], documents: Sequence[Document]) -> dic
     """The manifest keys ``citerag serve`` uses to decide whether an index is up to date with its sources
     (see :func:`service.pipeline.ensure_index`): a bench index records the files it was built from, so serving it
     never re-indexes. Every record is listed under the last source (they are compared later-wins anyway)."""
-    from service.pipeline import record_fingerprint, source_manifest as manifest_of
+    from index.sources import record_fingerprint, source_manifest as manifest_of
 
     records = {doc.doc_id: record_fingerprint(doc) for doc in documents}
     return manifest_of(list(paths), {str(Path(paths[-1]).resolve()): records} if paths else {})

@@ -138,7 +138,7 @@ def test_a_re_added_source_replaces_its_records(settings_factory, tmp_path: Path
 
 def test_an_index_from_before_record_fingerprints_keeps_api_edits(tmp_path: Path) -> None:
     from index.ingest import make_document, read_corpus
-    from service.pipeline import records_by_source, source_changes
+    from index.sources import records_by_source, source_changes
 
     a = _jsonl(tmp_path / "a.jsonl", [("X", "Xylofoam compresses caches."), ("N", "Newt is new in the file.")])
     api_x = make_document("Xylofoam as edited through the API.", "", "X")

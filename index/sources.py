@@ -1,0 +1,141 @@
+"""Source-file tracking: which files an index was built from, whether they changed since, and which of their
+records changed.
+
+An index remembers its sources (``citerag index PATHS``, then ``--add PATHS``, in the order added), a cheap
+signature of each source's files (sizes and modification times: :func:`source_signature`) and a fingerprint of each
+record each source held (:func:`records_by_source`). At start-up an unchanged signature means nothing is read; a
+changed one re-reads the sources and applies only the records that changed (:func:`source_changes`), so a document
+replaced or deleted through the API stays so while its record in the files is as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from index.errors import IngestError
+from index.files import json_sha256
+from index.ingest import Corpus, source_files
+from index.store import LoadedIndex
+from index.types import Document, document_fingerprint
+
+#: Skipped records named in the index's source state and the CLI output.
+SKIPPED_LISTED = 20
+
+
+def source_signature(paths: list[Path]) -> str:
+    """sha256 over ``(file, size, mtime_ns)`` of every source file under ``paths``: a cheap change detector that
+    reads no file content (a start-up over an unchanged 23k-abstract corpus costs a few ``stat`` calls).
+
+    Raises:
+        IngestError: a path is missing or a directory holds no source file.
+    """
+    return json_sha256([(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in source_files(paths)])
+
+
+def record_fingerprint(doc: Document) -> str:
+    """sha256 (16 hex digits) of a source record's title, text and metadata (its file and line excluded): what
+    tells, when a source file changed, which of its records changed."""
+    return document_fingerprint(doc)[:16]
+
+
+Records = dict[str, dict[str, str | None]]
+"""Source records by source: ``{resolved source path: {doc_id: record_fingerprint}}``."""
+
+
+def records_by_source(paths: list[Path], corpus: Corpus) -> Records:
+    """The records ``corpus`` (read from ``paths`` by :func:`~index.ingest.read_corpus`) read from each path,
+    those a later path overrides included."""
+    keys = [str(Path(p).resolve()) for p in paths]
+    out: Records = {key: {} for key in keys}
+    for position, doc in corpus.shadowed:  # a record a later source overrides is still its own source's record
+        out[keys[position]][doc.doc_id] = record_fingerprint(doc)
+    for doc in corpus.documents:
+        out[keys[corpus.origins[doc.doc_id]]][doc.doc_id] = record_fingerprint(doc)
+    return out
+
+
+def recorded_sources(manifest: dict[str, Any]) -> Records:
+    """The source records a manifest holds. An index written before records were kept by source lists them under
+    the pseudo-source ``""``: flat fingerprints, or ids alone (``source_documents``) with ``None`` (unknown)."""
+    records = manifest.get("source_records")
+    if isinstance(records, dict) and all(isinstance(v, dict) for v in records.values()):
+        return {key: dict(value) for key, value in records.items()}
+    if isinstance(records, dict):
+        return {"": dict(records)}
+    return {"": dict.fromkeys(manifest.get("source_documents", []))}
+
+
+def _flatten(records: Records, order: list[str]) -> dict[str, str | None]:
+    """One record per id, a later source (in ``order``, after any source not in it) winning."""
+    flat: dict[str, str | None] = {}
+    for key in [*(k for k in records if k not in order), *order]:
+        flat.update(records.get(key, {}))
+    return flat
+
+
+def source_signatures(paths: list[Path]) -> dict[str, str]:
+    """:func:`source_signature` of each source, by resolved path. Take them *before* reading the sources: an edit
+    made while they are read then shows as a change at the next start instead of being recorded as seen.
+
+    Raises:
+        IngestError: as :func:`source_signature`.
+    """
+    return {str(Path(p).resolve()): source_signature([Path(p)]) for p in paths}
+
+
+def source_manifest(
+    paths: list[Path], records: Records, skipped: Sequence[str] = (), signatures: dict[str, str] | None = None
+) -> dict[str, object]:
+    """The manifest keys that tie an index to its source files: the sources (in the order they were added), the
+    :func:`source_signature` of each (``signatures``, taken before the read; default: computed now), the records
+    read from each (:func:`records_by_source`) and the records skipped."""
+    keys = [str(Path(p).resolve()) for p in paths]
+    if signatures is None:
+        signatures = source_signatures([Path(key) for key in keys])
+    return {
+        "sources": keys,
+        "source_signatures": {key: signatures.get(key, "") for key in keys},
+        "source_records": records,
+        "skipped": {"records": len(skipped), "first": list(skipped[:SKIPPED_LISTED])},
+    }
+
+
+def sources_unchanged(manifest: dict[str, Any], paths: list[Path]) -> bool:
+    """True when every source's files have the sizes and modification times recorded (``source_signatures``, or
+    the single ``source_signature`` of an index written before signatures were kept by source); False too when a
+    source is gone or cannot be listed."""
+    try:
+        if not all(p.exists() for p in paths):
+            return False
+        if "source_signatures" not in manifest:
+            return manifest.get("source_signature") == source_signature(paths)
+        recorded = manifest["source_signatures"]
+        return all(recorded.get(str(Path(p).resolve())) == source_signature([p]) for p in paths)
+    except IngestError:
+        return False
+
+
+def source_changes(
+    index: LoadedIndex, paths: list[Path], corpus: Corpus, records: Records
+) -> tuple[list[Document], list[str]]:
+    """What re-reading the sources changes: ``(upserts, deletes)``; ``records`` is :func:`records_by_source` of
+    ``corpus``.
+
+    Only records that changed in the files since they were recorded count: new ids, and records whose fingerprint
+    differs, are upserted; recorded ids that left the files (and are still indexed) are deleted. A document the API
+    replaced or deleted therefore stays so while its record is unchanged. A record of unknown fingerprint (an index
+    written by an older citerag) counts as unchanged.
+    """
+    order = [str(Path(p).resolve()) for p in paths]
+    manifest = index.manifest
+    known = "source_records" in manifest or "source_documents" in manifest
+    recorded = _flatten(recorded_sources(manifest) if known else {"": dict.fromkeys(index.documents)}, order)
+    current = _flatten(records, order)
+    upserts = [
+        doc for doc in corpus.documents
+        if doc.doc_id not in recorded or recorded[doc.doc_id] not in (None, current[doc.doc_id])
+    ]
+    deletes = [doc_id for doc_id in recorded if doc_id not in current and doc_id in index.documents]
+    return upserts, deletes
