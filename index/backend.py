@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from index.filters import Filters
-from index.retrieve import SearchResult
+from index.search import SearchResult
 from index.types import Document, FusionMethod, Passage, RetrievalMode
 
 

@@ -16,7 +16,8 @@ from index.build import update_index
 from index.chunking import Chunker
 from index.embed import Embedder
 from index.filters import Filters
-from index.retrieve import Retriever, SearchResult
+from index.retrieve import Retriever
+from index.search import SearchResult
 from index.store import IndexConfig, IndexStore, LoadedIndex
 from index.types import Document, FusionMethod, Passage, RetrievalMode
 

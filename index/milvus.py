@@ -66,9 +66,11 @@ from index.chunking import Chunker, model_text
 from index.embed import Embedder
 from index.errors import BackendUnavailable, DocumentNotFound, IndexMismatch, IngestError
 from index.filters import Filters, fold_value
-from index.fusion import RRF_K, reciprocal_rank_fusion, weighted_score_fusion
+from index.fusion import RRF_K
 from index.milvus_filters import JSON_FIELD, Unsatisfiable, milvus_expression, typed_columns
-from index.retrieve import SearchResult, candidate_depth, check_search, search_results, select_hits
+from index.search import (
+    SearchResult, candidate_depth, check_fusion, check_search, fusion_depth, rank_hits, search_results, select_hits,
+)
 from index.text import fold
 from index.tokenize import STOPWORDS, tokenize
 from index.types import Document, FusionMethod, Hit, Passage, RetrievalMode
@@ -398,24 +400,18 @@ class MilvusBackend:
             expression = milvus_expression(filters)
         except Unsatisfiable:
             return []
-        depth = candidate_depth(self.candidates, k, one_per_doc)
+        depth = candidate_depth(self.candidates, k, one_per_doc, mode)
+        top_k = fusion_depth(k, depth, one_per_doc)
         with self._lock.reading():
             if mode == "hybrid" and fusion == "rrf" and self.rrf_in_engine:
-                rows = self._hybrid_in_engine(query, depth, expression)
+                rows = self._hybrid_in_engine(query, depth, expression, top_k)
                 ranked = [Hit(i, score, "fused") for i, (score, _) in enumerate(rows)]
                 passages = [p for _, p in rows]
                 bm25: list[Hit] = []
                 dense: list[Hit] = []
             else:
                 passages, bm25, dense = self._two_searches(query, depth, expression, mode)
-                if mode == "bm25":
-                    ranked = bm25
-                elif mode == "dense":
-                    ranked = dense
-                elif fusion == "weighted":
-                    ranked = weighted_score_fusion([bm25, dense], self.weights, top_k=2 * depth)
-                else:
-                    ranked = reciprocal_rank_fusion([bm25, dense], k=self.rrf_k, top_k=2 * depth)
+                ranked = rank_hits(mode, bm25, dense, fusion, top_k, rrf_k=self.rrf_k, weights=self.weights)
             chosen = select_hits(ranked, passages, k, one_per_doc)
             documents = self._documents_by_id([passages[hit.row].doc_id for hit in chosen])
         return search_results(chosen, bm25, dense, passages, documents)
@@ -459,9 +455,11 @@ class MilvusBackend:
             dense = hits(found, "dense")
         return passages, bm25, dense
 
-    def _hybrid_in_engine(self, query: str, depth: int, expression: str) -> list[tuple[float, Passage]]:
+    def _hybrid_in_engine(
+        self, query: str, depth: int, expression: str, top_k: int
+    ) -> list[tuple[float, Passage]]:
         """Hybrid RRF in Milvus: ``hybrid_search`` over both fields with ``RRFRanker(rrf_k)``; ``(score, passage)``
-        best first, ``2 * depth`` at most (as the client-side fusion keeps)."""
+        best first, ``top_k`` at most (as the client-side fusion keeps)."""
         requests = [
             AnnSearchRequest([self._query_vector(query)], "dense", self._dense_params(depth), depth, expr=expression)
         ]
@@ -469,7 +467,7 @@ class MilvusBackend:
         if text:
             requests.insert(0, AnnSearchRequest([text], "sparse", {"metric_type": "BM25"}, depth, expr=expression))
         found = self.client.hybrid_search(
-            self.passages_collection, requests, RRFRanker(self.rrf_k), limit=2 * depth,
+            self.passages_collection, requests, RRFRanker(self.rrf_k), limit=top_k,
             output_fields=_PASSAGE_FIELDS[1:],
         )[0]
         return [(float(item["distance"]), _passage(item["entity"] | {"chunk_id": item["chunk_id"]})) for item in found]

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from index.backend import WriteReport
 from index.filters import compile_filters
 from index.ingest import MAX_ID_CHARS, META_FIELDS, given_doc_id, make_document
-from index.retrieve import SearchResult
+from index.search import SearchResult
 from index.types import Document
 from service.answering import Answer
 
