@@ -122,11 +122,13 @@ class EmbeddedBackend:
         return self.snapshot.index.passages_of(doc_id)
 
     def stats(self) -> dict[str, int | str]:
-        """``documents``, ``passages``, ``version`` (the live version directory) and ``dense_index`` kind."""
-        index = self.snapshot.index
+        """``documents``, ``passages``, ``version`` (the live version directory), ``dense_index`` kind and
+        ``fusion`` (the hybrid default)."""
+        index, retriever = self.snapshot.index, self.snapshot.retriever
         return {
             "documents": len(index.documents),
             "passages": len(index.passages),
             "version": index.path.name,
             "dense_index": index.dense.kind,
+            "fusion": retriever.fusion,
         }

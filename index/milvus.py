@@ -95,6 +95,11 @@ WRITE_BATCH = 512  # rows per insert/upsert request (well under gRPC's 64 MiB me
 FLUSH_AFTER = 1_000  # a write of at least this many passages is flushed (sealed and indexed) at once
 LAYOUT_PROPERTY = "citerag_layout"  # collection property holding the MilvusLayout as JSON
 HNSW = {"M": 16, "efConstruction": 200}  # Malkov & Yashunin (2018)'s usual build parameters
+#: Fusion methods Milvus cannot run, with the reason (see :func:`index.search.check_fusion`).
+UNSUPPORTED_FUSION = {
+    "bounded": "needs BM25 document frequencies, which Milvus does not expose; use 'rrf' or 'weighted' with the "
+    "Milvus backend",
+}
 _PASSAGE_FIELDS = ["chunk_id", "doc_id", "ordinal", "char_start", "char_end", "text", "n_tokens"]
 _DOCUMENT_FIELDS = ["doc_id", "title", "text", "label", "meta"]
 
@@ -201,7 +206,9 @@ class MilvusBackend:
         rrf_k: the RRF constant (Cormack et al. 2009: 60), in both the client-side and the in-engine fusion.
         fusion: the default hybrid fusion, ``"rrf"`` or ``"weighted"`` (min-max). The embedded default,
             ``"bounded"``, divides BM25 by the query's largest possible score, which needs document frequencies
-            that Milvus does not expose, so it is refused.
+            that Milvus does not expose: asked for here (e.g. by the default ``CITERAG_FUSION``), the backend falls
+            back to ``"rrf"``, logs a WARNING and reports it in :meth:`stats` (``fusion: "rrf"``,
+            ``fusion_fallback``). Asked for per query (``search(fusion="bounded")``) it is a ``ValueError``.
         weights: ``(bm25, dense)`` weights of the weighted fusion.
         rrf_in_engine: run hybrid RRF in Milvus (``hybrid_search`` with ``RRFRanker(rrf_k)``, one request)
             instead of two searches fused here. The engine returns only the fused score, so results then carry
@@ -243,14 +250,18 @@ class MilvusBackend:
             raise ValueError(f"analyzer must be 'citerag' or 'milvus', got {analyzer!r}")
         if candidates < 1 or rrf_k < 0 or hnsw_ef < 1:
             raise ValueError(f"need candidates >= 1, rrf_k >= 0, hnsw_ef >= 1; got {candidates}, {rrf_k}, {hnsw_ef}")
-        self._check_fusion(fusion)
+        self.fusion_fallback = ""
+        if fusion in UNSUPPORTED_FUSION:
+            self.fusion_fallback = f"{fusion} -> rrf: {fusion} {UNSUPPORTED_FUSION[fusion]}"
+            log.warning("Milvus backend: fusion %s", self.fusion_fallback)
+            fusion = "rrf"
         self.uri = uri
         self.lite = is_lite_uri(uri)
         self.embedder = embedder
         self.chunker = chunker
         self.candidates = candidates
         self.rrf_k = rrf_k
-        self.fusion = fusion
+        self.fusion = check_fusion(fusion, UNSUPPORTED_FUSION)
         self.weights = weights
         self.rrf_in_engine = rrf_in_engine
         self.hnsw_ef = hnsw_ef
@@ -273,16 +284,6 @@ class MilvusBackend:
         self._next_seq = self._max_seq() + 1
 
     # -- setup ---------------------------------------------------------------------------------------------------
-
-    @staticmethod
-    def _check_fusion(fusion: FusionMethod) -> None:
-        if fusion == "bounded":
-            raise ValueError(
-                "fusion 'bounded' needs BM25 document frequencies, which Milvus does not expose; "
-                "use 'rrf' or 'weighted' with the Milvus backend"
-            )
-        if fusion not in ("rrf", "weighted"):
-            raise ValueError(f"fusion must be 'rrf' or 'weighted' with the Milvus backend, got {fusion!r}")
 
     def _analyzer_params(self) -> dict[str, Any]:
         if self.layout.analyzer == "citerag":
@@ -394,8 +395,7 @@ class MilvusBackend:
             ValueError: unknown mode, ``k < 1``, malformed filters, or a fusion Milvus cannot do (``"bounded"``).
         """
         check_search(mode, k)
-        fusion = fusion or self.fusion
-        self._check_fusion(fusion)
+        fusion = check_fusion(fusion, UNSUPPORTED_FUSION) if fusion else self.fusion
         try:
             expression = milvus_expression(filters)
         except Unsatisfiable:
@@ -514,16 +514,21 @@ class MilvusBackend:
     @engine_errors
     def stats(self) -> dict[str, int | str]:
         """``documents`` and ``passages`` (counts), ``version`` (``milvus-<last seq>-<documents>``: changes with
-        every write), ``backend``, ``uri`` and ``analyzer``."""
+        every write), ``backend``, ``uri``, ``analyzer``, ``fusion`` (the hybrid default in use) and, when the
+        fusion asked for could not be run, ``fusion_fallback`` (e.g. ``"bounded -> rrf: bounded needs ..."``)."""
         with self._lock.reading():
-            return {
+            stats: dict[str, int | str] = {
                 "backend": self.name,
                 "uri": self.uri,
                 "analyzer": self.layout.analyzer,
+                "fusion": self.fusion,
                 "documents": self._count(self.documents_collection),
                 "passages": self._count(self.passages_collection),
                 "version": self._version(),
             }
+        if self.fusion_fallback:
+            stats["fusion_fallback"] = self.fusion_fallback
+        return stats
 
     def _version(self) -> str:
         """``milvus-<last seq>-<documents>``: every add or replace takes a new seq, every delete lowers the count."""

@@ -14,6 +14,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from index.types import FusionMethod
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 EmbeddingBackend = Literal["torch", "onnx-int8"]
 # Chosen by measurement (eval/results/embedding_backends.md): SciFact nDCG@10 of the default hybrid 0.7318 vs torch's
@@ -69,8 +71,10 @@ class Settings(BaseSettings):
     bm25_b: float = Field(0.75, ge=0, le=1)
     bm25_method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = "lucene"
     candidates: int = Field(100, ge=1, le=1000, description="Top-N from each retriever before fusion.")
-    fusion: Literal["bounded", "rrf", "weighted"] = Field(
-        "bounded", description="Hybrid fusion: bounded (default, see eval/results/scifact.md), rrf or weighted."
+    fusion: FusionMethod = Field(
+        "bounded",
+        description="Hybrid fusion: bounded (default, see eval/results/scifact.md), rrf or weighted. The Milvus "
+        "backend cannot run bounded: it falls back to rrf, with a warning and stats()['fusion_fallback'].",
     )
     dense_index: Literal["auto", "flat", "hnsw"] = Field(
         "auto", description="FAISS index: flat (exact), hnsw (approximate), or auto: flat below 50,000 passages."

@@ -7,6 +7,7 @@ hybrid search, first-run ingest and the /ask path use the real MiniLM (and the r
 from __future__ import annotations
 
 import dataclasses
+import logging
 from pathlib import Path
 
 import pytest
@@ -213,6 +214,17 @@ class TestSearch:
         with pytest.raises(ValueError, match="k must be >= 1"):
             backend.search("x", k=0)
         assert backend.search("the of and", mode="bm25") == []  # stop words only: no BM25 term
+
+    def test_bounded_fusion_asked_at_start_falls_back_to_rrf_with_a_warning(self, tmp_path, chunker, caplog) -> None:
+        with caplog.at_level(logging.WARNING, logger="index.milvus"):
+            milvus = MilvusBackend(str(tmp_path / "b.db"), HashEmbedder(), chunker, fusion="bounded")
+        reason = "bounded -> rrf: bounded needs BM25 document frequencies, which Milvus does not expose"
+        assert [r.levelname for r in caplog.records if reason in r.getMessage()] == ["WARNING"]
+        stats = milvus.stats()
+        assert milvus.fusion == stats["fusion"] == "rrf" and str(stats["fusion_fallback"]).startswith(reason)
+        milvus.close()
+        with pytest.raises(ValueError, match=r"fusion must be 'rrf' or 'weighted', got 'sum'"):
+            MilvusBackend(str(tmp_path / "c.db"), HashEmbedder(), chunker, fusion="sum")  # type: ignore[arg-type]
 
 
 class TestPersistence:
