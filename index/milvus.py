@@ -66,6 +66,7 @@ from index.chunking import Chunker, model_text
 from index.embed import Embedder
 from index.errors import BackendUnavailable, DocumentNotFound, IndexMismatch, IngestError
 from index.filters import Filters, fold_value
+from index.ids import MAX_ID_BYTES, check_doc_id
 from index.fusion import RRF_K
 from index.milvus_filters import JSON_FIELD, Unsatisfiable, milvus_expression, typed_columns
 from index.search import (
@@ -90,7 +91,7 @@ logging.getLogger("pymilvus.client.iterator.query_iterator").addFilter(_NoLiteIt
 
 Analyzer = Literal["citerag", "milvus"]
 VARCHAR_MAX = 65_535  # Milvus's largest VARCHAR, in bytes (UTF-8)
-ID_MAX = 1_024  # longest doc_id accepted, in bytes
+ID_MAX = MAX_ID_BYTES  # width of the doc_id columns, in bytes (the id rule: index.ids)
 WRITE_BATCH = 512  # rows per insert/upsert request (well under gRPC's 64 MiB message limit at 384-d)
 FLUSH_AFTER = 1_000  # a write of at least this many passages is flushed (sealed and indexed) at once
 LAYOUT_PROPERTY = "citerag_layout"  # collection property holding the MilvusLayout as JSON
@@ -750,16 +751,16 @@ def _validated(documents: list[Document]) -> list[Document]:
     """``documents`` with exact repeats dropped.
 
     Raises:
-        IngestError: an empty or over-long id, an id with ``"`` or ``\\``, a field over Milvus's VARCHAR limit, or one
-            id with two contents.
+        IngestError: an id that breaks the id rule (:mod:`index.ids`), an id with ``"`` or ``\\``, a field over
+            Milvus's VARCHAR limit, or one id with two contents.
     """
     seen: dict[str, Document] = {}
     for i, doc in enumerate(documents):
         where = f"documents[{i}]"
-        if not isinstance(doc.doc_id, str) or not doc.doc_id.strip():
-            raise IngestError(where, "doc_id must be a non-empty string")
-        if len(doc.doc_id.encode("utf-8")) > ID_MAX:
-            raise IngestError(where, f"doc_id is longer than {ID_MAX} bytes")
+        try:
+            check_doc_id(doc.doc_id)
+        except ValueError as exc:
+            raise IngestError(where, f"doc_id {exc}") from None
         if '"' in doc.doc_id or "\\" in doc.doc_id:
             # pymilvus 3.0's query iterator pages on the primary key, quoting it without escaping.
             raise IngestError(where, 'doc_id may not contain a double quote or a backslash with the Milvus backend')
