@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from index.backend import WriteReport
+from index.backend import BackendAliases, WriteReport, check_page
 from index.build import update_index
 from index.chunking import Chunker
 from index.embed import Embedder
@@ -30,7 +30,7 @@ class Snapshot:
     retriever: Retriever
 
 
-class EmbeddedBackend:
+class EmbeddedBackend(BackendAliases):
     """:class:`~index.backend.SearchBackend` over an :class:`~index.store.IndexStore`.
 
     Args:
@@ -86,34 +86,41 @@ class EmbeddedBackend:
         """See :meth:`index.retrieve.Retriever.search`."""
         return self.snapshot.retriever.search(query, k, mode, one_per_doc, fusion, filters)
 
-    def add_documents(self, documents: list[Document]) -> WriteReport:
-        """Insert or replace ``documents`` (see :func:`index.build.update_index`)."""
-        return self._write(upserts=documents)
-
-    def delete_documents(self, doc_ids: list[str]) -> WriteReport:
-        """Remove documents and their passages.
+    def write(
+        self, upserts: Sequence[Document] = (), deletes: Sequence[str] = (), *, show_progress: bool = False
+    ) -> WriteReport:
+        """Insert or replace ``upserts`` and remove ``deletes`` as one new index version
+        (:func:`index.build.update_index`; rules: :mod:`index.writes`); the new version is served once committed.
 
         Raises:
-            DocumentNotFound: an id is not indexed (nothing is written).
+            IngestError: a malformed document (nothing is written).
+            DocumentNotFound: a deleted id is not indexed (nothing is written).
         """
-        return self._write(deletes=doc_ids)
-
-    def _write(self, upserts: Sequence[Document] = (), deletes: Sequence[str] = ()) -> WriteReport:
         with self._write_lock:
             path, report = update_index(
-                self.store, self.embedder, self.chunker, self.config, upserts, deletes, dense_kind=self.dense_kind
+                self.store, self.embedder, self.chunker, self.config, upserts, deletes, show_progress=show_progress,
+                dense_kind=self.dense_kind,
             )
             if path != self.snapshot.index.path:
                 index = self.store.load()
                 self.snapshot = Snapshot(index, self._open_retriever(index))
         return report
 
-    def document(self, doc_id: str) -> Document | None:
+    def get(self, doc_id: str) -> Document | None:
         """One document by id, or ``None``."""
         return self.snapshot.index.documents.get(doc_id)
 
+    def count(self) -> int:
+        """How many documents the live version holds."""
+        return len(self.snapshot.index.documents)
+
     def documents(self, offset: int = 0, limit: int = 100) -> list[Document]:
-        """Documents in index order, ``limit`` from ``offset``."""
+        """Documents in index order (a replaced document moves to the end), ``limit`` from ``offset``.
+
+        Raises:
+            ValueError: ``offset < 0`` or ``limit < 0``.
+        """
+        check_page(offset, limit)
         docs = self.snapshot.index.documents
         return [docs[doc_id] for doc_id in list(docs)[offset : offset + limit]]
 

@@ -61,12 +61,12 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 from pymilvus import AnnSearchRequest, DataType, Function, FunctionType, MilvusClient, MilvusException, RRFRanker
 
-from index.backend import WriteReport
+from index.backend import BackendAliases, WriteReport, check_page
 from index.chunking import Chunker, model_text
 from index.embed import Embedder
-from index.errors import BackendUnavailable, DocumentNotFound, IndexMismatch, IngestError
+from index.errors import BackendUnavailable, IndexMismatch, IngestError
 from index.filters import Filters, fold_value
-from index.ids import MAX_ID_BYTES, check_doc_id
+from index.ids import MAX_ID_BYTES
 from index.fusion import RRF_K
 from index.milvus_filters import JSON_FIELD, Unsatisfiable, milvus_expression, typed_columns
 from index.search import (
@@ -75,6 +75,7 @@ from index.search import (
 from index.text import fold
 from index.tokenize import STOPWORDS, tokenize
 from index.types import Document, FusionMethod, Hit, Passage, RetrievalMode
+from index.writes import check_documents, classify, vectors_for
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +193,7 @@ def fingerprint(doc: Document) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-class MilvusBackend:
+class MilvusBackend(BackendAliases):
     """A :class:`~index.backend.SearchBackend` over Milvus (module docstring for the layout).
 
     Args:
@@ -482,19 +483,29 @@ class MilvusBackend:
     # -- documents -----------------------------------------------------------------------------------------------
 
     @engine_errors
-    def document(self, doc_id: str) -> Document | None:
+    def get(self, doc_id: str) -> Document | None:
         """One document by id, or ``None``."""
-        return self._documents_by_id([doc_id]).get(doc_id)
+        with self._lock.reading():
+            return self._documents_by_id([doc_id]).get(doc_id)
+
+    @engine_errors
+    def count(self) -> int:
+        """How many documents the collections hold."""
+        with self._lock.reading():
+            return self._count(self.documents_collection)
 
     @engine_errors
     def documents(self, offset: int = 0, limit: int = 100) -> list[Document]:
-        """Documents in insertion order (a replaced document moves to the end), ``limit`` from ``offset``.
+        """Documents in insertion order (a replaced document moves to the end, a metadata-only change keeps its
+        place), ``limit`` from ``offset``.
 
         Milvus has no ordered query, so this reads every ``(doc_id, seq)`` pair (a few MB per million documents)
         and then fetches the page.
+
+        Raises:
+            ValueError: ``offset < 0`` or ``limit < 0``.
         """
-        if offset < 0 or limit < 0:
-            raise ValueError(f"need offset >= 0 and limit >= 0, got {offset}, {limit}")
+        check_page(offset, limit)
         with self._lock.reading():
             rows = self._scan(self.documents_collection, ["doc_id", "seq"])
             order = sorted(rows, key=lambda r: (r["seq"], r["doc_id"]))
@@ -562,58 +573,47 @@ class MilvusBackend:
     # -- writes --------------------------------------------------------------------------------------------------
 
     @engine_errors
-    def add_documents(self, documents: list[Document], *, show_progress: bool = False) -> WriteReport:
-        """Insert or replace ``documents`` by ``doc_id``: chunk, embed (passages whose text and title did not
-        change keep their vectors), write.
+    def write(
+        self, upserts: Sequence[Document] = (), deletes: Sequence[str] = (), *, show_progress: bool = False
+    ) -> WriteReport:
+        """Insert or replace ``upserts`` by ``doc_id`` and remove ``deletes`` (rules and report: :mod:`index.writes`,
+        the same as the embedded backend's): chunk and embed what is new or changed, write.
 
-        A replaced document's old passages are deleted; an identical one (same title, text and metadata) is left
-        as it is. A document with no text is skipped (an existing one with that id is kept).
+        A replaced document's old passages are deleted (those whose embedded text did not change keep their
+        vectors); a metadata-only change rewrites the document's row and its passages' filter columns with their
+        stored vectors (nothing embedded, the document keeps its place and ``version`` stays); an identical document
+        is left as it is; a document with no text is skipped (a stored one with that id is kept).
 
         Args:
             show_progress: show the encoder's progress bar (first-run ingest).
 
         Raises:
-            IngestError: a document is malformed (empty or too long id, an id with ``"`` or ``\\``, text over
-                Milvus's 65,535-byte VARCHAR,
-                the same id twice with different content, a title too long to chunk); nothing is written.
+            IngestError: a document is malformed (the id rule of :mod:`index.ids`, an id with ``"`` or ``\\``, text
+                over Milvus's 65,535-byte VARCHAR, the same id twice with different content, a title too long to
+                chunk); nothing is written.
+            DocumentNotFound: an id of ``deletes`` is not stored; nothing is written.
         """
-        batch = _validated(documents)
-        added: list[str] = []
-        replaced: list[str] = []
-        unchanged: list[str] = []
-        skipped: list[tuple[str, str]] = []
+        batch = _validated(list(upserts))
+        deletes = list(dict.fromkeys(deletes))
         with self._lock.writing():
-            stored = self._get_documents([d.doc_id for d in batch], ["fingerprint", "title"])
-            known = {row["doc_id"]: row for row in stored}
-            todo: list[tuple[Document, list[Passage]]] = []
-            for i, doc in enumerate(batch):
-                old = known.get(doc.doc_id)
-                if old is not None and old["fingerprint"] == fingerprint(doc):
-                    unchanged.append(doc.doc_id)
-                    continue
-                try:
-                    passages = self.chunker.chunk(doc)
-                except ValueError as exc:
-                    raise IngestError(f"documents[{i}]", str(exc)) from exc
-                if not passages:
-                    skipped.append((doc.doc_id, "no text"))
-                    continue
-                (added if old is None else replaced).append(doc.doc_id)
-                todo.append((doc, passages))
-            vectors_by_text = self._old_vectors([doc for doc, _ in todo if doc.doc_id in known], known)
-            texts = [model_text(p.text, doc.title) for doc, passages in todo for p in passages]
-            missing = [t for t in dict.fromkeys(texts) if t not in vectors_by_text]
-            if missing:
-                fresh = self.embedder.encode(missing, show_progress=show_progress)
-                vectors_by_text.update(zip(missing, fresh, strict=True))
-            if todo:
-                vectors = np.stack([vectors_by_text[t] for t in texts]).astype(np.float32)
-                self._write([doc for doc, _ in todo], [p for _, ps in todo for p in ps], vectors)
+            existing = self._documents_by_id([doc.doc_id for doc in batch] + deletes)
+            plan = classify(batch, existing, deletes, chunk=self.chunker.chunk)
+            passages = plan.new_passages
+            # the stored vectors of re-chunked documents are read before the delete below can remove them
+            vectors, embedded = vectors_for(
+                [model_text(p.text, plan.changed[p.doc_id].title) for p in passages],
+                self._old_vectors([existing[doc_id] for doc_id in plan.changed if doc_id in existing]),
+                lambda missing: self.embedder.encode(missing, show_progress=show_progress),
+                self.layout.embedding_dim,
+            )
+            if plan.deleted:
+                self._delete_documents(plan.deleted)
+            if plan.updated:
+                self._rewrite_metadata(list(plan.updated.values()))
+            if plan.changed:
+                self._write(list(plan.changed.values()), passages, vectors)
             version = self._version()
-        return WriteReport(
-            added=added, replaced=replaced, unchanged=unchanged, skipped=skipped,
-            passages_embedded=len(missing), version=version,
-        )
+        return plan.report(embedded, version)
 
     @engine_errors
     def write_passages(self, documents: list[Document], passages: list[Passage], vectors: np.ndarray) -> None:
@@ -623,7 +623,7 @@ class MilvusBackend:
 
         Raises:
             ValueError: ``vectors`` has the wrong shape, or a passage belongs to none of ``documents``.
-            IngestError: as :meth:`add_documents`.
+            IngestError: as :meth:`write`.
         """
         if vectors.shape != (len(passages), self.layout.embedding_dim):
             wanted = (len(passages), self.layout.embedding_dim)
@@ -634,23 +634,29 @@ class MilvusBackend:
         with self._lock.writing():
             self._write(documents, passages, vectors)
 
-    @engine_errors
-    def delete_documents(self, doc_ids: list[str]) -> WriteReport:
-        """Remove documents and all their passages.
+    def _delete_documents(self, doc_ids: list[str]) -> None:
+        """Delete documents and all their passages. Caller holds the write lock."""
+        self._delete_passages_of(doc_ids)
+        for start in range(0, len(doc_ids), WRITE_BATCH):
+            self.client.delete(self.documents_collection, filter=_in("doc_id", doc_ids[start : start + WRITE_BATCH]))
 
-        Raises:
-            DocumentNotFound: an id is not indexed; nothing is written.
-        """
-        unique = list(dict.fromkeys(doc_ids))
-        with self._lock.writing():
-            found = {row["doc_id"] for row in self._get_documents(unique, ["doc_id"])}
-            if missing := [d for d in unique if d not in found]:
-                raise DocumentNotFound(f"no document with id {missing[0]!r}; nothing was deleted")
-            self._delete_passages_of(unique)
-            for start in range(0, len(unique), WRITE_BATCH):
-                self.client.delete(self.documents_collection, filter=_in("doc_id", unique[start : start + WRITE_BATCH]))
-            version = self._version()
-        return WriteReport(deleted=unique, version=version)
+    def _rewrite_metadata(self, documents: list[Document]) -> None:
+        """Store new metadata (and label) for ``documents``, whose title and text are unchanged: their rows and
+        their passages' filter columns are rewritten with the stored passages and vectors (nothing is embedded);
+        each keeps its ``seq`` (its place in :meth:`documents`). Caller holds the write lock."""
+        for start in range(0, len(documents), WRITE_BATCH):
+            batch = {doc.doc_id: doc for doc in documents[start : start + WRITE_BATCH]}
+            stored = {row["doc_id"]: row for row in self._get_documents(list(batch), ["seq", "n_passages"])}
+            fields = [*_PASSAGE_FIELDS, "dense"]
+            rows = [
+                self._passage_row(batch[row["doc_id"]], _passage(row), np.asarray(row["dense"], dtype=np.float32))
+                for row in self._scan(self.passages_collection, fields, _in("doc_id", list(batch)))
+            ]
+            for at in range(0, len(rows), WRITE_BATCH):
+                self.client.upsert(self.passages_collection, rows[at : at + WRITE_BATCH])
+            self.client.upsert(self.documents_collection, [
+                _document_row(doc, stored[doc_id]["seq"], stored[doc_id]["n_passages"]) for doc_id, doc in batch.items()
+            ])
 
     def _get_documents(self, doc_ids: Sequence[str], fields: list[str]) -> list[dict[str, Any]]:
         """Rows of the documents collection by id. A query with :func:`_in`'s escaped literals, not
@@ -664,14 +670,14 @@ class MilvusBackend:
             )
         return rows
 
-    def _old_vectors(self, documents: list[Document], known: dict[str, dict[str, Any]]) -> dict[str, np.ndarray]:
-        """The stored vectors of ``documents``' current passages, keyed by the text they embed."""
+    def _old_vectors(self, documents: list[Document]) -> dict[str, np.ndarray]:
+        """The stored vectors of the passages of ``documents`` (their stored versions), keyed by the text they
+        embed."""
         out: dict[str, np.ndarray] = {}
         for start in range(0, len(documents), WRITE_BATCH):
-            ids = [doc.doc_id for doc in documents[start : start + WRITE_BATCH]]
-            for row in self._scan(self.passages_collection, ["doc_id", "text", "dense"], _in("doc_id", ids)):
-                title = known[row["doc_id"]]["title"]
-                out[model_text(row["text"], title)] = np.asarray(row["dense"], dtype=np.float32)
+            titles = {doc.doc_id: doc.title for doc in documents[start : start + WRITE_BATCH]}
+            for row in self._scan(self.passages_collection, ["doc_id", "text", "dense"], _in("doc_id", list(titles))):
+                out[model_text(row["text"], titles[row["doc_id"]])] = np.asarray(row["dense"], dtype=np.float32)
         return out
 
     def _delete_passages_of(self, doc_ids: list[str], keep: set[str] | None = None) -> None:
@@ -702,11 +708,7 @@ class MilvusBackend:
             counts[passage.doc_id] = counts.get(passage.doc_id, 0) + 1
         doc_rows = []
         for doc in documents:
-            doc_rows.append({
-                "doc_id": doc.doc_id, "title": doc.title, "text": doc.text, "label": doc.label, "meta": doc.meta,
-                "fingerprint": fingerprint(doc), "seq": self._next_seq, "n_passages": counts.get(doc.doc_id, 0),
-                "placeholder": [0.0, 0.0],
-            })
+            doc_rows.append(_document_row(doc, self._next_seq, counts.get(doc.doc_id, 0)))
             self._next_seq += 1
         for start in range(0, len(doc_rows), WRITE_BATCH):
             self.client.upsert(self.documents_collection, doc_rows[start : start + WRITE_BATCH])
@@ -731,6 +733,14 @@ class MilvusBackend:
         }
 
 
+def _document_row(doc: Document, seq: int, n_passages: int) -> dict[str, Any]:
+    """The documents collection's row of ``doc``."""
+    return {
+        "doc_id": doc.doc_id, "title": doc.title, "text": doc.text, "label": doc.label, "meta": doc.meta,
+        "fingerprint": fingerprint(doc), "seq": seq, "n_passages": n_passages, "placeholder": [0.0, 0.0],
+    }
+
+
 def _layout_dict(layout: MilvusLayout) -> dict[str, Any]:
     return {name: getattr(layout, name) for name in layout.__slots__}  # type: ignore[attr-defined]
 
@@ -748,27 +758,19 @@ def _passage(row: dict[str, Any]) -> Passage:
 
 
 def _validated(documents: list[Document]) -> list[Document]:
-    """``documents`` with exact repeats dropped.
+    """``documents`` with exact repeats dropped (:func:`index.writes.check_documents`), checked for what Milvus
+    cannot store.
 
     Raises:
-        IngestError: an id that breaks the id rule (:mod:`index.ids`), an id with ``"`` or ``\\``, a field over
-            Milvus's VARCHAR limit, or one id with two contents.
+        IngestError: as :func:`~index.writes.check_documents` (the id rule, one id with two contents), an id with
+            ``"`` or ``\\``, or a field over Milvus's VARCHAR limit.
     """
-    seen: dict[str, Document] = {}
     for i, doc in enumerate(documents):
         where = f"documents[{i}]"
-        try:
-            check_doc_id(doc.doc_id)
-        except ValueError as exc:
-            raise IngestError(where, f"doc_id {exc}") from None
-        if '"' in doc.doc_id or "\\" in doc.doc_id:
+        if isinstance(doc.doc_id, str) and ('"' in doc.doc_id or "\\" in doc.doc_id):
             # pymilvus 3.0's query iterator pages on the primary key, quoting it without escaping.
             raise IngestError(where, 'doc_id may not contain a double quote or a backslash with the Milvus backend')
         for name in ("title", "text", "label"):
             if len(getattr(doc, name).encode("utf-8")) > VARCHAR_MAX:
                 raise IngestError(where, f"{name} is longer than {VARCHAR_MAX:,} bytes (UTF-8), Milvus's VARCHAR limit")
-        previous = seen.get(doc.doc_id)
-        if previous is not None and fingerprint(previous) != fingerprint(doc):
-            raise IngestError(where, f"document id {doc.doc_id!r} appears twice with different content")
-        seen[doc.doc_id] = doc
-    return list(seen.values())
+    return check_documents(documents)

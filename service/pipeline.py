@@ -485,7 +485,7 @@ def open_milvus_backend(
     if backend.stats()["documents"] == 0:
         documents = read_corpus(settings.corpus).documents
         log.info("Milvus collections are empty: ingesting %d documents from %s", len(documents), settings.corpus)
-        backend.add_documents(documents, show_progress=show_progress)
+        backend.write(documents, show_progress=show_progress)
     return backend
 
 

@@ -125,11 +125,14 @@ class TestWrites:
         assert backend.document(EDEN) == new
         assert [d.doc_id for d in backend.documents(37, 5)] == [EDEN]  # a replaced document moves to the end
 
-    def test_metadata_change_reuses_every_vector(self, backend, seeds) -> None:
+    def test_metadata_change_is_an_update_that_reuses_every_vector(self, backend, seeds) -> None:
         doc = dataclasses.replace(seeds[0], meta={**seeds[0].meta, "venue": "ICML"})
-        report = backend.add_documents([doc])
-        assert report.replaced == [doc.doc_id] and report.passages_embedded == 0
-        assert backend.document(doc.doc_id).meta["venue"] == "ICML"
+        passages = backend.passages_of(doc.doc_id)
+        report = backend.write([doc])
+        assert report.updated == [doc.doc_id] and report.replaced == [] and report.passages_embedded == 0
+        assert report.version == "milvus-38-38"  # no seq taken: the document keeps its place
+        assert backend.get(doc.doc_id).meta["venue"] == "ICML" and backend.passages_of(doc.doc_id) == passages
+        assert backend.documents(0, 1) == [doc]
         assert [r.document.doc_id for r in backend.search("x", k=5, mode="dense", filters={"venue": "icml"})] == [
             doc.doc_id
         ] * len(backend.passages_of(doc.doc_id))
@@ -144,7 +147,7 @@ class TestWrites:
         assert all(r.document.doc_id != EDEN for r in backend.search("EDEN metagenomic", k=50))
 
     def test_deleting_an_unknown_id_deletes_nothing(self, backend, seeds) -> None:
-        with pytest.raises(DocumentNotFound, match="no document with id 'nope'; nothing was deleted"):
+        with pytest.raises(DocumentNotFound, match="no document with id 'nope'; list ids with GET /documents"):
             backend.delete_documents([EDEN, "nope"])
         assert backend.document(EDEN) is not None and backend.stats()["documents"] == 38
 
