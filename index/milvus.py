@@ -66,8 +66,8 @@ from index.chunking import Chunker, model_text
 from index.embed import Embedder
 from index.errors import BackendUnavailable, IndexMismatch, IngestError
 from index.filters import Filters, fold_value
-from index.ids import MAX_ID_BYTES
 from index.fusion import RRF_K
+from index.ids import MAX_ID_BYTES
 from index.milvus_filters import JSON_FIELD, Unsatisfiable, milvus_expression, typed_columns
 from index.search import (
     SearchResult, candidate_depth, check_fusion, check_search, fusion_depth, rank_hits, search_results, select_hits,
