@@ -2,46 +2,28 @@
 
 Two implementations:
 
-- the embedded default (FAISS + bm25s files in a versioned directory: :mod:`index.store`, :mod:`index.retrieve`);
+- the embedded default (FAISS + bm25s files in a versioned directory: :mod:`index.store`, :mod:`index.retrieve`,
+  served by :class:`index.embedded.EmbeddedBackend`);
 - Milvus (:mod:`index.milvus`): Milvus Lite in-process (a file URI) or a Milvus server (``http://host:19530``).
 
 The API, CLI and evaluation runner only call the methods below, so a backend is chosen by one setting
-(``CITERAG_BACKEND``) and the two can be compared on the same queries (``citerag eval --backend``).
+(``CITERAG_BACKEND``) and the two can be compared on the same queries (``citerag eval --backend``). What both
+share is defined once: a search's checks, candidate depth and fusion in :mod:`index.search`, the sorting of a write
+into added / replaced / updated / unchanged / deleted / skipped in :mod:`index.writes`, the id rule in
+:mod:`index.ids`. ``tests/index/test_backend_contract.py`` runs the same cases on both.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from index.filters import Filters
-from index.retrieve import SearchResult
+from index.search import SearchResult
 from index.types import Document, FusionMethod, Passage, RetrievalMode
+from index.writes import WriteReport
 
-
-@dataclass(slots=True)
-class WriteReport:
-    """What an add or delete changed.
-
-    Attributes:
-        added: ids of documents that were new.
-        replaced: ids of documents whose title or text changed (their old passages are gone).
-        updated: ids whose metadata alone changed (passages and vectors kept).
-        unchanged: ids given again with identical title, text and metadata (nothing written).
-        deleted: ids removed.
-        skipped: ``(doc_id, reason)`` for documents not indexed (e.g. no text).
-        passages_embedded: passages sent to the encoder (cache hits excluded).
-        version: the backend's version label after the write (embedded: the index version directory name).
-    """
-
-    added: list[str] = field(default_factory=list)
-    replaced: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-    passages_embedded: int = 0
-    version: str = ""
+__all__ = ["BackendAliases", "SearchBackend", "Searcher", "WriteReport", "check_page"]
 
 
 class Searcher(Protocol):
@@ -56,10 +38,18 @@ class Searcher(Protocol):
         fusion: FusionMethod | None = None,
         filters: Filters | None = None,
     ) -> list[SearchResult]:
-        """Top-``k`` passages for ``query`` (see :meth:`index.retrieve.Retriever.search`).
+        """Top-``k`` passages for ``query``, best first (``rank`` 1, 2, ...); fewer when fewer passages match
+        (an empty corpus gives ``[]``).
+
+        Args:
+            mode: ``"hybrid"`` (both retrievers fused), ``"bm25"`` or ``"dense"``.
+            one_per_doc: keep only the best passage of each document.
+            fusion: this query's fusion method instead of the backend's default.
+            filters: metadata conditions (:mod:`index.filters`), applied before top-k.
 
         Raises:
-            ValueError: unknown mode, ``k < 1`` or malformed filters.
+            ValueError: unknown mode, ``k < 1``, an unknown fusion or one the backend cannot run, malformed
+                filters.
         """
         ...
 
@@ -70,32 +60,53 @@ class SearchBackend(Searcher, Protocol):
 
     Every method is safe to call from several threads; a search running during a write sees the corpus either
     before or after that write, never a mix.
+
+    ``add_documents``, ``delete_documents`` and ``document`` are the older names of ``write(upserts)``,
+    ``delete`` and ``get`` (:class:`BackendAliases`), kept for the API's routes.
     """
 
     name: str
 
-    def add_documents(self, documents: list[Document]) -> WriteReport:
-        """Insert or replace ``documents`` by ``doc_id`` (a replaced document loses all its old passages).
+    def write(
+        self, upserts: Sequence[Document] = (), deletes: Sequence[str] = (), *, show_progress: bool = False
+    ) -> WriteReport:
+        """Insert or replace ``upserts`` by ``doc_id`` and remove ``deletes``, as one write (rules and report:
+        :mod:`index.writes`; a replaced document loses all its old passages, a metadata-only change keeps its
+        passages and vectors).
+
+        Args:
+            show_progress: show the encoder's progress (large first-run ingests).
 
         Raises:
-            IngestError: a document is malformed; nothing is written.
+            IngestError: a document is malformed (an id that breaks :mod:`index.ids`, one id twice with different
+                content, a title too long to chunk, or what the engine cannot store); nothing is written.
+            DocumentNotFound: an id of ``deletes`` is not stored; nothing is written.
         """
         ...
 
-    def delete_documents(self, doc_ids: list[str]) -> WriteReport:
-        """Remove documents and all their passages.
+    def delete(self, doc_ids: Sequence[str]) -> WriteReport:
+        """``write(deletes=doc_ids)``: remove documents and all their passages.
 
         Raises:
-            DocumentNotFound: an id is not indexed; nothing is written.
+            DocumentNotFound: an id is not stored; nothing is written.
         """
         ...
 
-    def document(self, doc_id: str) -> Document | None:
+    def get(self, doc_id: str) -> Document | None:
         """One document by id, or ``None``."""
         ...
 
+    def count(self) -> int:
+        """How many documents are stored."""
+        ...
+
     def documents(self, offset: int = 0, limit: int = 100) -> list[Document]:
-        """Documents in index order, ``limit`` from ``offset``."""
+        """Documents in insertion order (a replaced or re-added document moves to the end, a metadata-only
+        change keeps its place), ``limit`` from ``offset``.
+
+        Raises:
+            ValueError: ``offset < 0`` or ``limit < 0``.
+        """
         ...
 
     def passages_of(self, doc_id: str) -> list[Passage]:
@@ -103,5 +114,62 @@ class SearchBackend(Searcher, Protocol):
         ...
 
     def stats(self) -> dict[str, int | str]:
-        """At least ``documents`` and ``passages`` (counts) and ``version`` (a label of the live state)."""
+        """At least ``documents`` and ``passages`` (counts), ``version`` (a label of the live state) and
+        ``fusion`` (the hybrid default)."""
         ...
+
+    def add_documents(self, documents: Sequence[Document], *, show_progress: bool = False) -> WriteReport:
+        """``write(upserts=documents)``."""
+        ...
+
+    def delete_documents(self, doc_ids: Sequence[str]) -> WriteReport:
+        """``delete(doc_ids)``."""
+        ...
+
+    def document(self, doc_id: str) -> Document | None:
+        """``get(doc_id)``."""
+        ...
+
+
+class BackendAliases:
+    """What a backend derives from its ``write`` and ``get``: ``delete`` and the older method names."""
+
+    def write(
+        self, upserts: Sequence[Document] = (), deletes: Sequence[str] = (), *, show_progress: bool = False
+    ) -> WriteReport:
+        """See :meth:`SearchBackend.write` (each backend implements it)."""
+        raise NotImplementedError
+
+    def get(self, doc_id: str) -> Document | None:
+        """See :meth:`SearchBackend.get` (each backend implements it)."""
+        raise NotImplementedError
+
+    def delete(self, doc_ids: Sequence[str]) -> WriteReport:
+        """``write(deletes=doc_ids)``.
+
+        Raises:
+            DocumentNotFound: an id is not stored; nothing is written.
+        """
+        return self.write(deletes=doc_ids)
+
+    def add_documents(self, documents: Sequence[Document], *, show_progress: bool = False) -> WriteReport:
+        """``write(upserts=documents)`` (the older name)."""
+        return self.write(upserts=documents, show_progress=show_progress)
+
+    def delete_documents(self, doc_ids: Sequence[str]) -> WriteReport:
+        """``delete(doc_ids)`` (the older name)."""
+        return self.delete(doc_ids)
+
+    def document(self, doc_id: str) -> Document | None:
+        """``get(doc_id)`` (the older name)."""
+        return self.get(doc_id)
+
+
+def check_page(offset: int, limit: int) -> None:
+    """Validate a ``documents(offset, limit)`` page (every backend gives the same message).
+
+    Raises:
+        ValueError: ``offset < 0`` or ``limit < 0``.
+    """
+    if offset < 0 or limit < 0:
+        raise ValueError(f"need offset >= 0 and limit >= 0, got {offset}, {limit}")

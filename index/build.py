@@ -19,16 +19,15 @@ from pathlib import Path
 import numpy as np
 from rich.progress import Progress
 
-from index.backend import WriteReport
 from index.bm25 import BM25Index, CorpusTokens
 from index.chunking import Chunker, model_text
 from index.dense import AUTO_HNSW_THRESHOLD, DenseIndex, choose_kind
 from index.embed import Embedder
-from index.errors import DocumentNotFound
 from index.progress import build_progress
 from index.store import IndexConfig, IndexStore, LoadedIndex, wal_seq
 from index.tokenize import tokenize_many
 from index.types import DenseSetting, Document, Passage
+from index.writes import WritePlan, WriteReport, classify, vectors_for
 
 log = logging.getLogger(__name__)
 
@@ -196,9 +195,12 @@ def update_index(
 ) -> tuple[Path, WriteReport]:
     """Insert or replace ``upserts`` and remove ``deletes`` (document ids), as one new live version.
 
-    Passages of untouched documents keep their vectors (read back from the live FAISS index); only the passages
-    of new and changed documents are embedded. A document given again with the same title, text and metadata is
-    left as it is. When nothing is live yet this is a full build of ``upserts``.
+    What the write does is decided by :func:`index.writes.classify`, as for every backend: new documents are added,
+    a changed title or text replaces the document's passages, a metadata-only change keeps its passages and
+    vectors, a document given again identical is left as it is, one with no text is skipped (a stored one with its
+    id stays). Passages of untouched documents keep their vectors (read back from the live FAISS index), and so do
+    a replaced document's passages whose embedded text did not change; only the other passages of new and changed
+    documents are embedded. When nothing is live yet this is a full build of ``upserts``.
 
     The live version is read and the new one committed under the store's write lock
     (:meth:`~index.store.IndexStore.writing`): a concurrent writer, in this process or another, waits, then builds on
@@ -220,6 +222,7 @@ def update_index(
 
     Raises:
         DocumentNotFound: a deleted id is not indexed (nothing is written).
+        IngestError: a malformed document (:func:`index.writes.classify`; nothing is written, nothing logged).
         IndexMismatch: the live version fails verification.
         ValueError: the live index was built with other settings (``config`` differs): rebuild instead.
     """
@@ -247,50 +250,24 @@ def _update_locked(
     live: LoadedIndex | None = store.load() if store.current() is not None else None
     if live is not None and live.config != config:
         raise ValueError("index settings changed since the live index was built; run a full `citerag index`")
-    old_docs = dict(live.documents) if live is not None else {}
-    deletes = list(dict.fromkeys(deletes))
-    missing = [doc_id for doc_id in deletes if doc_id not in old_docs]
-    if missing:
-        raise DocumentNotFound(f"no document with id {missing[0]!r}; list ids with GET /documents")
-
-    report = WriteReport(deleted=deletes)
-    changed: dict[str, Document] = {}
-    for doc in upserts:
-        previous = old_docs.get(doc.doc_id)
-        if previous is None or doc.doc_id in deletes:
-            report.added.append(doc.doc_id)
-            changed[doc.doc_id] = doc
-        elif (previous.title, previous.text) != (doc.title, doc.text):
-            report.replaced.append(doc.doc_id)
-            changed[doc.doc_id] = doc
-        elif previous != doc:  # metadata only: the passages and their vectors stay
-            report.updated.append(doc.doc_id)
-            old_docs[doc.doc_id] = doc
-        else:
-            report.unchanged.append(doc.doc_id)
-    if live is not None and not changed and not deletes and not report.updated:
-        report.version = live.path.name
-        return live.path, report
+    plan = classify(upserts, live.documents if live is not None else {}, deletes, chunk=chunker.chunk)
+    if live is not None and plan.writes_nothing:
+        return live.path, plan.report(0, live.path.name)
     held = live.wal_seq if live is not None else 0
-    args = (store, embedder, chunker, config, live, old_docs, changed, deletes, report, extra_manifest,
-            show_progress, dense_kind, progress)
+    args = (store, embedder, config, live, plan, extra_manifest, show_progress, dense_kind, progress)
     if logged_as is not None or not log_write:
         return _apply(*args, seq=held if logged_as is None else logged_as)
-    logged = list(changed.values()) + [old_docs[doc_id] for doc_id in report.updated]
-    with store.log.pending("write", after=held, documents=logged, doc_ids=deletes) as seq:
+    logged = list(plan.changed.values()) + list(plan.updated.values())
+    with store.log.pending("write", after=held, documents=logged, doc_ids=plan.deleted) as seq:
         return _apply(*args, seq=seq)
 
 
 def _apply(
     store: IndexStore,
     embedder: Embedder,
-    chunker: Chunker,
     config: IndexConfig,
     live: LoadedIndex | None,
-    old_docs: dict[str, Document],
-    changed: dict[str, Document],
-    deletes: list[str],
-    report: WriteReport,
+    plan: WritePlan,
     extra_manifest: dict[str, object] | None,
     show_progress: bool,
     dense_kind: DenseSetting,
@@ -299,17 +276,19 @@ def _apply(
 ) -> tuple[Path, WriteReport]:
     """Embed what changed and commit the new version (the second half of :func:`update_index`)."""
 
-    gone = set(deletes) | set(changed)
+    old_docs = live.documents if live is not None else {}
+    gone = set(plan.deleted) | set(plan.changed)
     kept_rows = [row for row, p in enumerate(live.passages) if p.doc_id not in gone] if live is not None else []
-    documents = [doc for doc_id, doc in old_docs.items() if doc_id not in gone] + list(changed.values())
+    documents = [plan.updated.get(doc_id, doc) for doc_id, doc in old_docs.items() if doc_id not in gone]
+    documents += plan.changed.values()
+    new_passages = plan.new_passages
+    new_texts = passage_texts(new_passages, plan.changed)
+    length = dict(zip(new_texts, (p.n_tokens for p in new_passages), strict=True))
     with nullcontext(progress) if progress is not None else build_progress(show_progress) as bars:
-        new_passages = chunk_documents(list(changed.values()), chunker, bars)
-        report.skipped.extend(
-            (doc_id, "no text") for doc_id in changed if not any(p.doc_id == doc_id for p in new_passages)
+        new_vectors, embedded = vectors_for(
+            new_texts, _stored_vectors(live, [doc_id for doc_id in plan.changed if doc_id in old_docs]),
+            lambda missing: embed_passages(embedder, missing, [length[t] for t in missing], bars), embedder.dim,
         )
-        new_texts = passage_texts(new_passages, changed)
-        new_vectors = embed_passages(embedder, new_texts, [p.n_tokens for p in new_passages], bars)
-    report.passages_embedded = len(new_passages)
     passages = ([live.passages[row] for row in kept_rows] if live is not None else []) + new_passages
     # Unchanged passages keep their BM25 tokens and vectors; when nothing was removed, the live FAISS index (same
     # kind) is copied and the new vectors inserted instead of indexing every vector again.
@@ -326,12 +305,23 @@ def _apply(
     extra.update(extra_manifest or {})
     extra["wal_seq"] = seq
     path = write_version(store, config, documents, passages, vectors, extra, dense_kind, tokens=tokens, dense=dense)
-    report.version = path.name
+    report = plan.report(embedded, path.name)
     log.info(
-        "index updated: %d added, %d replaced, %d deleted, %d passages embedded",
-        len(report.added), len(report.replaced), len(report.deleted), report.passages_embedded,
+        "index updated: %d added, %d replaced, %d metadata updated, %d deleted, %d passages embedded",
+        len(report.added), len(report.replaced), len(report.updated), len(report.deleted), report.passages_embedded,
     )
     return path, report
+
+
+def _stored_vectors(live: LoadedIndex | None, doc_ids: list[str]) -> dict[str, np.ndarray]:
+    """The live vectors of the passages of ``doc_ids`` (documents being re-chunked), by the text they embed."""
+    if live is None or not doc_ids:
+        return {}
+    wanted = set(doc_ids)
+    rows = [row for row, p in enumerate(live.passages) if p.doc_id in wanted]
+    vectors = live.dense.vectors(np.asarray(rows, dtype=np.int64))
+    texts = passage_texts([live.passages[row] for row in rows], live.documents)
+    return dict(zip(texts, vectors, strict=True))
 
 
 # Keys IndexStore.write computes itself; everything else in a manifest is carried over by an update.

@@ -11,12 +11,13 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from index.backend import WriteReport
+from index.backend import BackendAliases, WriteReport, check_page
 from index.build import update_index
 from index.chunking import Chunker
 from index.embed import Embedder
 from index.filters import Filters
-from index.retrieve import Retriever, SearchResult
+from index.retrieve import Retriever
+from index.search import SearchResult
 from index.store import IndexConfig, IndexStore, LoadedIndex
 from index.types import Document, FusionMethod, Passage, RetrievalMode
 
@@ -29,7 +30,7 @@ class Snapshot:
     retriever: Retriever
 
 
-class EmbeddedBackend:
+class EmbeddedBackend(BackendAliases):
     """:class:`~index.backend.SearchBackend` over an :class:`~index.store.IndexStore`.
 
     Args:
@@ -85,34 +86,41 @@ class EmbeddedBackend:
         """See :meth:`index.retrieve.Retriever.search`."""
         return self.snapshot.retriever.search(query, k, mode, one_per_doc, fusion, filters)
 
-    def add_documents(self, documents: list[Document]) -> WriteReport:
-        """Insert or replace ``documents`` (see :func:`index.build.update_index`)."""
-        return self._write(upserts=documents)
-
-    def delete_documents(self, doc_ids: list[str]) -> WriteReport:
-        """Remove documents and their passages.
+    def write(
+        self, upserts: Sequence[Document] = (), deletes: Sequence[str] = (), *, show_progress: bool = False
+    ) -> WriteReport:
+        """Insert or replace ``upserts`` and remove ``deletes`` as one new index version
+        (:func:`index.build.update_index`; rules: :mod:`index.writes`); the new version is served once committed.
 
         Raises:
-            DocumentNotFound: an id is not indexed (nothing is written).
+            IngestError: a malformed document (nothing is written).
+            DocumentNotFound: a deleted id is not indexed (nothing is written).
         """
-        return self._write(deletes=doc_ids)
-
-    def _write(self, upserts: Sequence[Document] = (), deletes: Sequence[str] = ()) -> WriteReport:
         with self._write_lock:
             path, report = update_index(
-                self.store, self.embedder, self.chunker, self.config, upserts, deletes, dense_kind=self.dense_kind
+                self.store, self.embedder, self.chunker, self.config, upserts, deletes, show_progress=show_progress,
+                dense_kind=self.dense_kind,
             )
             if path != self.snapshot.index.path:
                 index = self.store.load()
                 self.snapshot = Snapshot(index, self._open_retriever(index))
         return report
 
-    def document(self, doc_id: str) -> Document | None:
+    def get(self, doc_id: str) -> Document | None:
         """One document by id, or ``None``."""
         return self.snapshot.index.documents.get(doc_id)
 
+    def count(self) -> int:
+        """How many documents the live version holds."""
+        return len(self.snapshot.index.documents)
+
     def documents(self, offset: int = 0, limit: int = 100) -> list[Document]:
-        """Documents in index order, ``limit`` from ``offset``."""
+        """Documents in index order (a replaced document moves to the end), ``limit`` from ``offset``.
+
+        Raises:
+            ValueError: ``offset < 0`` or ``limit < 0``.
+        """
+        check_page(offset, limit)
         docs = self.snapshot.index.documents
         return [docs[doc_id] for doc_id in list(docs)[offset : offset + limit]]
 
@@ -121,11 +129,13 @@ class EmbeddedBackend:
         return self.snapshot.index.passages_of(doc_id)
 
     def stats(self) -> dict[str, int | str]:
-        """``documents``, ``passages``, ``version`` (the live version directory) and ``dense_index`` kind."""
-        index = self.snapshot.index
+        """``documents``, ``passages``, ``version`` (the live version directory), ``dense_index`` kind and
+        ``fusion`` (the hybrid default)."""
+        index, retriever = self.snapshot.index, self.snapshot.retriever
         return {
             "documents": len(index.documents),
             "passages": len(index.passages),
             "version": index.path.name,
             "dense_index": index.dense.kind,
+            "fusion": retriever.fusion,
         }

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from index.errors import IngestError
+from index.ids import MAX_ID_CHARS, check_doc_id
 from index.text import display_label, fold
 from index.types import Document
 
@@ -42,17 +43,14 @@ META_FIELDS = ("venue", "year", "url", "authors")
 _HEADER_MAX_CHARS = 120
 
 
-#: Longest document id accepted (characters), from a source file or the API.
-MAX_ID_CHARS = 200
-
-
 def given_doc_id(value: Any) -> str | None:
     """A document id as a source or an API client gives it: a string, or an integer read as its decimal string
     (``7`` -> ``"7"``); ``None`` when absent (``None``, ``""`` or only spaces: the id is then derived from the text).
 
     Raises:
-        ValueError: another type (a boolean, a float, a list, an object), more than :data:`MAX_ID_CHARS`
-            characters, or a control character (tab, newline, ...); the message says which.
+        ValueError: another type (a boolean, a float, a list, an object), or an id that breaks the id rule
+            (:func:`index.ids.check_doc_id`: at most :data:`~index.ids.MAX_ID_CHARS` characters, no control
+            character, ...); the message says which.
     """
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
@@ -62,11 +60,7 @@ def given_doc_id(value: Any) -> str | None:
         doc_id = str(value)
     except ValueError:  # an integer beyond Python's conversion limit (4300 digits)
         raise ValueError(f"must be at most {MAX_ID_CHARS} characters") from None
-    if len(doc_id) > MAX_ID_CHARS:
-        raise ValueError(f"must be at most {MAX_ID_CHARS} characters, got {len(doc_id)}")
-    if any(unicodedata.category(ch) in ("Cc", "Zl", "Zp") for ch in doc_id):
-        raise ValueError("must not contain control characters or line breaks (tab, newline, U+0085, U+2028, ...)")
-    return doc_id
+    return check_doc_id(doc_id)
 
 
 def text_doc_id(text: str) -> str:

@@ -60,17 +60,21 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 from pymilvus import AnnSearchRequest, DataType, Function, FunctionType, MilvusClient, MilvusException, RRFRanker
 
-from index.backend import WriteReport
+from index.backend import BackendAliases, WriteReport, check_page
 from index.chunking import Chunker, model_text
 from index.embed import Embedder
-from index.errors import BackendUnavailable, DocumentNotFound, IndexMismatch, IngestError
+from index.errors import BackendUnavailable, IndexMismatch, IngestError
 from index.filters import Filters, fold_value
-from index.fusion import RRF_K, reciprocal_rank_fusion, weighted_score_fusion
+from index.fusion import RRF_K
+from index.ids import MAX_ID_BYTES
 from index.milvus_filters import JSON_FIELD, Unsatisfiable, milvus_expression, typed_columns
-from index.retrieve import SearchResult, candidate_depth, check_search, search_results, select_hits
+from index.search import (
+    SearchResult, candidate_depth, check_fusion, check_search, fusion_depth, rank_hits, search_results, select_hits,
+)
 from index.text import fold
 from index.tokenize import STOPWORDS, tokenize
 from index.types import Document, FusionMethod, Hit, Passage, RetrievalMode, document_fingerprint
+from index.writes import check_documents, classify, vectors_for
 
 log = logging.getLogger(__name__)
 
@@ -87,11 +91,16 @@ logging.getLogger("pymilvus.client.iterator.query_iterator").addFilter(_NoLiteIt
 
 Analyzer = Literal["citerag", "milvus"]
 VARCHAR_MAX = 65_535  # Milvus's largest VARCHAR, in bytes (UTF-8)
-ID_MAX = 1_024  # longest doc_id accepted, in bytes
+ID_MAX = MAX_ID_BYTES  # width of the doc_id columns, in bytes (the id rule: index.ids)
 WRITE_BATCH = 512  # rows per insert/upsert request (well under gRPC's 64 MiB message limit at 384-d)
 FLUSH_AFTER = 1_000  # a write of at least this many passages is flushed (sealed and indexed) at once
 LAYOUT_PROPERTY = "citerag_layout"  # collection property holding the MilvusLayout as JSON
 HNSW = {"M": 16, "efConstruction": 200}  # Malkov & Yashunin (2018)'s usual build parameters
+#: Fusion methods Milvus cannot run, with the reason (see :func:`index.search.check_fusion`).
+UNSUPPORTED_FUSION = {
+    "bounded": "needs BM25 document frequencies, which Milvus does not expose; use 'rrf' or 'weighted' with the "
+    "Milvus backend",
+}
 _PASSAGE_FIELDS = ["chunk_id", "doc_id", "ordinal", "char_start", "char_end", "text", "n_tokens"]
 _DOCUMENT_FIELDS = ["doc_id", "title", "text", "label", "meta"]
 
@@ -177,7 +186,7 @@ def is_lite_uri(uri: str) -> bool:
     return not uri.startswith(("http://", "https://", "tcp://", "unix:"))
 
 
-class MilvusBackend:
+class MilvusBackend(BackendAliases):
     """A :class:`~index.backend.SearchBackend` over Milvus (module docstring for the layout).
 
     Args:
@@ -192,7 +201,9 @@ class MilvusBackend:
         rrf_k: the RRF constant (Cormack et al. 2009: 60), in both the client-side and the in-engine fusion.
         fusion: the default hybrid fusion, ``"rrf"`` or ``"weighted"`` (min-max). The embedded default,
             ``"bounded"``, divides BM25 by the query's largest possible score, which needs document frequencies
-            that Milvus does not expose, so it is refused.
+            that Milvus does not expose: asked for here (e.g. by the default ``CITERAG_FUSION``), the backend falls
+            back to ``"rrf"``, logs a WARNING and reports it in :meth:`stats` (``fusion: "rrf"``,
+            ``fusion_fallback``). Asked for per query (``search(fusion="bounded")``) it is a ``ValueError``.
         weights: ``(bm25, dense)`` weights of the weighted fusion.
         rrf_in_engine: run hybrid RRF in Milvus (``hybrid_search`` with ``RRFRanker(rrf_k)``, one request)
             instead of two searches fused here. The engine returns only the fused score, so results then carry
@@ -234,14 +245,18 @@ class MilvusBackend:
             raise ValueError(f"analyzer must be 'citerag' or 'milvus', got {analyzer!r}")
         if candidates < 1 or rrf_k < 0 or hnsw_ef < 1:
             raise ValueError(f"need candidates >= 1, rrf_k >= 0, hnsw_ef >= 1; got {candidates}, {rrf_k}, {hnsw_ef}")
-        self._check_fusion(fusion)
+        self.fusion_fallback = ""
+        if fusion in UNSUPPORTED_FUSION:
+            self.fusion_fallback = f"{fusion} -> rrf: {fusion} {UNSUPPORTED_FUSION[fusion]}"
+            log.warning("Milvus backend: fusion %s", self.fusion_fallback)
+            fusion = "rrf"
         self.uri = uri
         self.lite = is_lite_uri(uri)
         self.embedder = embedder
         self.chunker = chunker
         self.candidates = candidates
         self.rrf_k = rrf_k
-        self.fusion = fusion
+        self.fusion = check_fusion(fusion, UNSUPPORTED_FUSION)
         self.weights = weights
         self.rrf_in_engine = rrf_in_engine
         self.hnsw_ef = hnsw_ef
@@ -264,16 +279,6 @@ class MilvusBackend:
         self._next_seq = self._max_seq() + 1
 
     # -- setup ---------------------------------------------------------------------------------------------------
-
-    @staticmethod
-    def _check_fusion(fusion: FusionMethod) -> None:
-        if fusion == "bounded":
-            raise ValueError(
-                "fusion 'bounded' needs BM25 document frequencies, which Milvus does not expose; "
-                "use 'rrf' or 'weighted' with the Milvus backend"
-            )
-        if fusion not in ("rrf", "weighted"):
-            raise ValueError(f"fusion must be 'rrf' or 'weighted' with the Milvus backend, got {fusion!r}")
 
     def _analyzer_params(self) -> dict[str, Any]:
         if self.layout.analyzer == "citerag":
@@ -385,30 +390,23 @@ class MilvusBackend:
             ValueError: unknown mode, ``k < 1``, malformed filters, or a fusion Milvus cannot do (``"bounded"``).
         """
         check_search(mode, k)
-        fusion = fusion or self.fusion
-        self._check_fusion(fusion)
+        fusion = check_fusion(fusion, UNSUPPORTED_FUSION) if fusion else self.fusion
         try:
             expression = milvus_expression(filters)
         except Unsatisfiable:
             return []
-        depth = candidate_depth(self.candidates, k, one_per_doc)
+        depth = candidate_depth(self.candidates, k, one_per_doc, mode)
+        top_k = fusion_depth(k, depth, one_per_doc)
         with self._lock.reading():
             if mode == "hybrid" and fusion == "rrf" and self.rrf_in_engine:
-                rows = self._hybrid_in_engine(query, depth, expression)
+                rows = self._hybrid_in_engine(query, depth, expression, top_k)
                 ranked = [Hit(i, score, "fused") for i, (score, _) in enumerate(rows)]
                 passages = [p for _, p in rows]
                 bm25: list[Hit] = []
                 dense: list[Hit] = []
             else:
                 passages, bm25, dense = self._two_searches(query, depth, expression, mode)
-                if mode == "bm25":
-                    ranked = bm25
-                elif mode == "dense":
-                    ranked = dense
-                elif fusion == "weighted":
-                    ranked = weighted_score_fusion([bm25, dense], self.weights, top_k=2 * depth)
-                else:
-                    ranked = reciprocal_rank_fusion([bm25, dense], k=self.rrf_k, top_k=2 * depth)
+                ranked = rank_hits(mode, bm25, dense, fusion, top_k, rrf_k=self.rrf_k, weights=self.weights)
             chosen = select_hits(ranked, passages, k, one_per_doc)
             documents = self._documents_by_id([passages[hit.row].doc_id for hit in chosen])
         return search_results(chosen, bm25, dense, passages, documents)
@@ -452,9 +450,11 @@ class MilvusBackend:
             dense = hits(found, "dense")
         return passages, bm25, dense
 
-    def _hybrid_in_engine(self, query: str, depth: int, expression: str) -> list[tuple[float, Passage]]:
+    def _hybrid_in_engine(
+        self, query: str, depth: int, expression: str, top_k: int
+    ) -> list[tuple[float, Passage]]:
         """Hybrid RRF in Milvus: ``hybrid_search`` over both fields with ``RRFRanker(rrf_k)``; ``(score, passage)``
-        best first, ``2 * depth`` at most (as the client-side fusion keeps)."""
+        best first, ``top_k`` at most (as the client-side fusion keeps)."""
         requests = [
             AnnSearchRequest([self._query_vector(query)], "dense", self._dense_params(depth), depth, expr=expression)
         ]
@@ -462,7 +462,7 @@ class MilvusBackend:
         if text:
             requests.insert(0, AnnSearchRequest([text], "sparse", {"metric_type": "BM25"}, depth, expr=expression))
         found = self.client.hybrid_search(
-            self.passages_collection, requests, RRFRanker(self.rrf_k), limit=2 * depth,
+            self.passages_collection, requests, RRFRanker(self.rrf_k), limit=top_k,
             output_fields=_PASSAGE_FIELDS[1:],
         )[0]
         return [(float(item["distance"]), _passage(item["entity"] | {"chunk_id": item["chunk_id"]})) for item in found]
@@ -476,19 +476,29 @@ class MilvusBackend:
     # -- documents -----------------------------------------------------------------------------------------------
 
     @engine_errors
-    def document(self, doc_id: str) -> Document | None:
+    def get(self, doc_id: str) -> Document | None:
         """One document by id, or ``None``."""
-        return self._documents_by_id([doc_id]).get(doc_id)
+        with self._lock.reading():
+            return self._documents_by_id([doc_id]).get(doc_id)
+
+    @engine_errors
+    def count(self) -> int:
+        """How many documents the collections hold."""
+        with self._lock.reading():
+            return self._count(self.documents_collection)
 
     @engine_errors
     def documents(self, offset: int = 0, limit: int = 100) -> list[Document]:
-        """Documents in insertion order (a replaced document moves to the end), ``limit`` from ``offset``.
+        """Documents in insertion order (a replaced document moves to the end, a metadata-only change keeps its
+        place), ``limit`` from ``offset``.
 
         Milvus has no ordered query, so this reads every ``(doc_id, seq)`` pair (a few MB per million documents)
         and then fetches the page.
+
+        Raises:
+            ValueError: ``offset < 0`` or ``limit < 0``.
         """
-        if offset < 0 or limit < 0:
-            raise ValueError(f"need offset >= 0 and limit >= 0, got {offset}, {limit}")
+        check_page(offset, limit)
         with self._lock.reading():
             rows = self._scan(self.documents_collection, ["doc_id", "seq"])
             order = sorted(rows, key=lambda r: (r["seq"], r["doc_id"]))
@@ -509,16 +519,21 @@ class MilvusBackend:
     @engine_errors
     def stats(self) -> dict[str, int | str]:
         """``documents`` and ``passages`` (counts), ``version`` (``milvus-<last seq>-<documents>``: changes with
-        every write), ``backend``, ``uri`` and ``analyzer``."""
+        every write), ``backend``, ``uri``, ``analyzer``, ``fusion`` (the hybrid default in use) and, when the
+        fusion asked for could not be run, ``fusion_fallback`` (e.g. ``"bounded -> rrf: bounded needs ..."``)."""
         with self._lock.reading():
-            return {
+            stats: dict[str, int | str] = {
                 "backend": self.name,
                 "uri": self.uri,
                 "analyzer": self.layout.analyzer,
+                "fusion": self.fusion,
                 "documents": self._count(self.documents_collection),
                 "passages": self._count(self.passages_collection),
                 "version": self._version(),
             }
+        if self.fusion_fallback:
+            stats["fusion_fallback"] = self.fusion_fallback
+        return stats
 
     def _version(self) -> str:
         """``milvus-<last seq>-<documents>``: every add or replace takes a new seq, every delete lowers the count."""
@@ -551,58 +566,47 @@ class MilvusBackend:
     # -- writes --------------------------------------------------------------------------------------------------
 
     @engine_errors
-    def add_documents(self, documents: list[Document], *, show_progress: bool = False) -> WriteReport:
-        """Insert or replace ``documents`` by ``doc_id``: chunk, embed (passages whose text and title did not
-        change keep their vectors), write.
+    def write(
+        self, upserts: Sequence[Document] = (), deletes: Sequence[str] = (), *, show_progress: bool = False
+    ) -> WriteReport:
+        """Insert or replace ``upserts`` by ``doc_id`` and remove ``deletes`` (rules and report: :mod:`index.writes`,
+        the same as the embedded backend's): chunk and embed what is new or changed, write.
 
-        A replaced document's old passages are deleted; an identical one (same title, text and metadata) is left
-        as it is. A document with no text is skipped (an existing one with that id is kept).
+        A replaced document's old passages are deleted (those whose embedded text did not change keep their
+        vectors); a metadata-only change rewrites the document's row and its passages' filter columns with their
+        stored vectors (nothing embedded, the document keeps its place and ``version`` stays); an identical document
+        is left as it is; a document with no text is skipped (a stored one with that id is kept).
 
         Args:
             show_progress: show the encoder's progress bar (first-run ingest).
 
         Raises:
-            IngestError: a document is malformed (empty or too long id, an id with ``"`` or ``\\``, text over
-                Milvus's 65,535-byte VARCHAR,
-                the same id twice with different content, a title too long to chunk); nothing is written.
+            IngestError: a document is malformed (the id rule of :mod:`index.ids`, an id with ``"`` or ``\\``, text
+                over Milvus's 65,535-byte VARCHAR, the same id twice with different content, a title too long to
+                chunk); nothing is written.
+            DocumentNotFound: an id of ``deletes`` is not stored; nothing is written.
         """
-        batch = _validated(documents)
-        added: list[str] = []
-        replaced: list[str] = []
-        unchanged: list[str] = []
-        skipped: list[tuple[str, str]] = []
+        batch = _validated(list(upserts))
+        deletes = list(dict.fromkeys(deletes))
         with self._lock.writing():
-            stored = self._get_documents([d.doc_id for d in batch], ["fingerprint", "title"])
-            known = {row["doc_id"]: row for row in stored}
-            todo: list[tuple[Document, list[Passage]]] = []
-            for i, doc in enumerate(batch):
-                old = known.get(doc.doc_id)
-                if old is not None and old["fingerprint"] == document_fingerprint(doc):
-                    unchanged.append(doc.doc_id)
-                    continue
-                try:
-                    passages = self.chunker.chunk(doc)
-                except ValueError as exc:
-                    raise IngestError(f"documents[{i}]", str(exc)) from exc
-                if not passages:
-                    skipped.append((doc.doc_id, "no text"))
-                    continue
-                (added if old is None else replaced).append(doc.doc_id)
-                todo.append((doc, passages))
-            vectors_by_text = self._old_vectors([doc for doc, _ in todo if doc.doc_id in known], known)
-            texts = [model_text(p.text, doc.title) for doc, passages in todo for p in passages]
-            missing = [t for t in dict.fromkeys(texts) if t not in vectors_by_text]
-            if missing:
-                fresh = self.embedder.encode(missing, show_progress=show_progress)
-                vectors_by_text.update(zip(missing, fresh, strict=True))
-            if todo:
-                vectors = np.stack([vectors_by_text[t] for t in texts]).astype(np.float32)
-                self._write([doc for doc, _ in todo], [p for _, ps in todo for p in ps], vectors)
+            existing = self._documents_by_id([doc.doc_id for doc in batch] + deletes)
+            plan = classify(batch, existing, deletes, chunk=self.chunker.chunk)
+            passages = plan.new_passages
+            # the stored vectors of re-chunked documents are read before the delete below can remove them
+            vectors, embedded = vectors_for(
+                [model_text(p.text, plan.changed[p.doc_id].title) for p in passages],
+                self._old_vectors([existing[doc_id] for doc_id in plan.changed if doc_id in existing]),
+                lambda missing: self.embedder.encode(missing, show_progress=show_progress),
+                self.layout.embedding_dim,
+            )
+            if plan.deleted:
+                self._delete_documents(plan.deleted)
+            if plan.updated:
+                self._rewrite_metadata(list(plan.updated.values()))
+            if plan.changed:
+                self._write(list(plan.changed.values()), passages, vectors)
             version = self._version()
-        return WriteReport(
-            added=added, replaced=replaced, unchanged=unchanged, skipped=skipped,
-            passages_embedded=len(missing), version=version,
-        )
+        return plan.report(embedded, version)
 
     @engine_errors
     def write_passages(self, documents: list[Document], passages: list[Passage], vectors: np.ndarray) -> None:
@@ -612,7 +616,7 @@ class MilvusBackend:
 
         Raises:
             ValueError: ``vectors`` has the wrong shape, or a passage belongs to none of ``documents``.
-            IngestError: as :meth:`add_documents`.
+            IngestError: as :meth:`write`.
         """
         if vectors.shape != (len(passages), self.layout.embedding_dim):
             wanted = (len(passages), self.layout.embedding_dim)
@@ -623,23 +627,29 @@ class MilvusBackend:
         with self._lock.writing():
             self._write(documents, passages, vectors)
 
-    @engine_errors
-    def delete_documents(self, doc_ids: list[str]) -> WriteReport:
-        """Remove documents and all their passages.
+    def _delete_documents(self, doc_ids: list[str]) -> None:
+        """Delete documents and all their passages. Caller holds the write lock."""
+        self._delete_passages_of(doc_ids)
+        for start in range(0, len(doc_ids), WRITE_BATCH):
+            self.client.delete(self.documents_collection, filter=_in("doc_id", doc_ids[start : start + WRITE_BATCH]))
 
-        Raises:
-            DocumentNotFound: an id is not indexed; nothing is written.
-        """
-        unique = list(dict.fromkeys(doc_ids))
-        with self._lock.writing():
-            found = {row["doc_id"] for row in self._get_documents(unique, ["doc_id"])}
-            if missing := [d for d in unique if d not in found]:
-                raise DocumentNotFound(f"no document with id {missing[0]!r}; nothing was deleted")
-            self._delete_passages_of(unique)
-            for start in range(0, len(unique), WRITE_BATCH):
-                self.client.delete(self.documents_collection, filter=_in("doc_id", unique[start : start + WRITE_BATCH]))
-            version = self._version()
-        return WriteReport(deleted=unique, version=version)
+    def _rewrite_metadata(self, documents: list[Document]) -> None:
+        """Store new metadata (and label) for ``documents``, whose title and text are unchanged: their rows and
+        their passages' filter columns are rewritten with the stored passages and vectors (nothing is embedded);
+        each keeps its ``seq`` (its place in :meth:`documents`). Caller holds the write lock."""
+        for start in range(0, len(documents), WRITE_BATCH):
+            batch = {doc.doc_id: doc for doc in documents[start : start + WRITE_BATCH]}
+            stored = {row["doc_id"]: row for row in self._get_documents(list(batch), ["seq", "n_passages"])}
+            fields = [*_PASSAGE_FIELDS, "dense"]
+            rows = [
+                self._passage_row(batch[row["doc_id"]], _passage(row), np.asarray(row["dense"], dtype=np.float32))
+                for row in self._scan(self.passages_collection, fields, _in("doc_id", list(batch)))
+            ]
+            for at in range(0, len(rows), WRITE_BATCH):
+                self.client.upsert(self.passages_collection, rows[at : at + WRITE_BATCH])
+            self.client.upsert(self.documents_collection, [
+                _document_row(doc, stored[doc_id]["seq"], stored[doc_id]["n_passages"]) for doc_id, doc in batch.items()
+            ])
 
     def _get_documents(self, doc_ids: Sequence[str], fields: list[str]) -> list[dict[str, Any]]:
         """Rows of the documents collection by id. A query with :func:`_in`'s escaped literals, not
@@ -653,14 +663,14 @@ class MilvusBackend:
             )
         return rows
 
-    def _old_vectors(self, documents: list[Document], known: dict[str, dict[str, Any]]) -> dict[str, np.ndarray]:
-        """The stored vectors of ``documents``' current passages, keyed by the text they embed."""
+    def _old_vectors(self, documents: list[Document]) -> dict[str, np.ndarray]:
+        """The stored vectors of the passages of ``documents`` (their stored versions), keyed by the text they
+        embed."""
         out: dict[str, np.ndarray] = {}
         for start in range(0, len(documents), WRITE_BATCH):
-            ids = [doc.doc_id for doc in documents[start : start + WRITE_BATCH]]
-            for row in self._scan(self.passages_collection, ["doc_id", "text", "dense"], _in("doc_id", ids)):
-                title = known[row["doc_id"]]["title"]
-                out[model_text(row["text"], title)] = np.asarray(row["dense"], dtype=np.float32)
+            titles = {doc.doc_id: doc.title for doc in documents[start : start + WRITE_BATCH]}
+            for row in self._scan(self.passages_collection, ["doc_id", "text", "dense"], _in("doc_id", list(titles))):
+                out[model_text(row["text"], titles[row["doc_id"]])] = np.asarray(row["dense"], dtype=np.float32)
         return out
 
     def _delete_passages_of(self, doc_ids: list[str], keep: set[str] | None = None) -> None:
@@ -691,11 +701,7 @@ class MilvusBackend:
             counts[passage.doc_id] = counts.get(passage.doc_id, 0) + 1
         doc_rows = []
         for doc in documents:
-            doc_rows.append({
-                "doc_id": doc.doc_id, "title": doc.title, "text": doc.text, "label": doc.label, "meta": doc.meta,
-                "fingerprint": document_fingerprint(doc), "seq": self._next_seq, "n_passages": counts.get(doc.doc_id, 0),
-                "placeholder": [0.0, 0.0],
-            })
+            doc_rows.append(_document_row(doc, self._next_seq, counts.get(doc.doc_id, 0)))
             self._next_seq += 1
         for start in range(0, len(doc_rows), WRITE_BATCH):
             self.client.upsert(self.documents_collection, doc_rows[start : start + WRITE_BATCH])
@@ -720,6 +726,14 @@ class MilvusBackend:
         }
 
 
+def _document_row(doc: Document, seq: int, n_passages: int) -> dict[str, Any]:
+    """The documents collection's row of ``doc``."""
+    return {
+        "doc_id": doc.doc_id, "title": doc.title, "text": doc.text, "label": doc.label, "meta": doc.meta,
+        "fingerprint": document_fingerprint(doc), "seq": seq, "n_passages": n_passages, "placeholder": [0.0, 0.0],
+    }
+
+
 def _layout_dict(layout: MilvusLayout) -> dict[str, Any]:
     return {name: getattr(layout, name) for name in layout.__slots__}  # type: ignore[attr-defined]
 
@@ -737,27 +751,19 @@ def _passage(row: dict[str, Any]) -> Passage:
 
 
 def _validated(documents: list[Document]) -> list[Document]:
-    """``documents`` with exact repeats dropped.
+    """``documents`` with exact repeats dropped (:func:`index.writes.check_documents`), checked for what Milvus
+    cannot store.
 
     Raises:
-        IngestError: an empty or over-long id, an id with ``"`` or ``\\``, a field over Milvus's VARCHAR limit, or one
-            id with two contents.
+        IngestError: as :func:`~index.writes.check_documents` (the id rule, one id with two contents), an id with
+            ``"`` or ``\\``, or a field over Milvus's VARCHAR limit.
     """
-    seen: dict[str, Document] = {}
     for i, doc in enumerate(documents):
         where = f"documents[{i}]"
-        if not isinstance(doc.doc_id, str) or not doc.doc_id.strip():
-            raise IngestError(where, "doc_id must be a non-empty string")
-        if len(doc.doc_id.encode("utf-8")) > ID_MAX:
-            raise IngestError(where, f"doc_id is longer than {ID_MAX} bytes")
-        if '"' in doc.doc_id or "\\" in doc.doc_id:
+        if isinstance(doc.doc_id, str) and ('"' in doc.doc_id or "\\" in doc.doc_id):
             # pymilvus 3.0's query iterator pages on the primary key, quoting it without escaping.
             raise IngestError(where, 'doc_id may not contain a double quote or a backslash with the Milvus backend')
         for name in ("title", "text", "label"):
             if len(getattr(doc, name).encode("utf-8")) > VARCHAR_MAX:
                 raise IngestError(where, f"{name} is longer than {VARCHAR_MAX:,} bytes (UTF-8), Milvus's VARCHAR limit")
-        previous = seen.get(doc.doc_id)
-        if previous is not None and document_fingerprint(previous) != document_fingerprint(doc):
-            raise IngestError(where, f"document id {doc.doc_id!r} appears twice with different content")
-        seen[doc.doc_id] = doc
-    return list(seen.values())
+    return check_documents(documents)

@@ -37,7 +37,7 @@ from collections.abc import Set as AbstractSet
 import numpy as np
 
 from index.backend import Searcher
-from index.retrieve import SearchResult
+from index.search import SearchResult
 from index.text import fold, split_sentences
 from index.tokenize import tokenize
 from index.types import Document

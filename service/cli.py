@@ -137,7 +137,7 @@ def index_command(
         from index.ingest import load_documents
         from service.pipeline import open_milvus_backend
 
-        report = open_milvus_backend(settings).add_documents(load_documents(paths or settings.corpus))
+        report = open_milvus_backend(settings).write(load_documents(paths or settings.corpus))
         console.print(f"milvus: {write_summary(report)}")
         return
     if add:

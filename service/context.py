@@ -22,7 +22,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from index.retrieve import SearchResult
+from index.search import SearchResult
 from index.text import fold, split_sentences
 
 #: Written between two kept sentences that were not next to each other.

@@ -19,7 +19,8 @@ import ir_measures
 from ir_measures import Measure
 
 from index.errors import CiteragError
-from index.retrieve import Retriever, SearchResult
+from index.retrieve import Retriever
+from index.search import SearchResult
 
 DEVSET_MEASURES: dict[str, Measure] = {
     "Recall@1": ir_measures.R @ 1,

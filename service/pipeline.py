@@ -330,8 +330,9 @@ def open_milvus_backend(
     """The Milvus backend the settings ask for, with ``settings.corpus`` ingested on first run (empty collections).
 
     The URI is ``settings.milvus_uri`` or the Milvus Lite file ``<index_dir>/milvus.db``. Fusion is
-    ``settings.fusion`` except the embedded default ``"bounded"``, which Milvus cannot compute (it needs BM25
-    document frequencies): RRF with ``settings.rrf_k`` then, as logged.
+    ``settings.fusion``; the embedded default ``"bounded"``, which Milvus cannot compute (it needs BM25 document
+    frequencies), falls back to RRF with ``settings.rrf_k``, with a WARNING and ``stats()["fusion_fallback"]``
+    (:class:`~index.milvus.MilvusBackend`).
 
     Args:
         embedder: the encoder (default: the packaged MiniLM); it must have a ``tokenizer`` and ``max_seq_length``
@@ -352,10 +353,6 @@ def open_milvus_backend(
 
     encoder = embedder or load_embedder(settings)
     chunker = make_chunker(settings, encoder)  # type: ignore[arg-type]
-    fusion = settings.fusion
-    if fusion == "bounded":
-        log.info("Milvus backend: bounded fusion needs BM25 document frequencies Milvus does not expose; using RRF")
-        fusion = "rrf"
     backend = MilvusBackend(
         settings.milvus_uri or str(settings.index_dir / "milvus.db"),
         encoder,
@@ -366,13 +363,13 @@ def open_milvus_backend(
         bm25_b=settings.bm25_b,
         candidates=settings.candidates,
         rrf_k=settings.rrf_k,
-        fusion=fusion,
+        fusion=settings.fusion,
         weights=(settings.weight_bm25, settings.weight_dense),
     )
     if backend.stats()["documents"] == 0:
         documents = read_corpus(settings.corpus).documents
         log.info("Milvus collections are empty: ingesting %d documents from %s", len(documents), settings.corpus)
-        backend.add_documents(documents, show_progress=show_progress)
+        backend.write(documents, show_progress=show_progress)
     return backend
 
 

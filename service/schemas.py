@@ -8,8 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from index.backend import WriteReport
 from index.filters import compile_filters
-from index.ingest import MAX_ID_CHARS, META_FIELDS, given_doc_id, make_document
-from index.retrieve import SearchResult
+from index.ids import MAX_ID_CHARS
+from index.ingest import META_FIELDS, given_doc_id, make_document
+from index.search import SearchResult
 from index.types import Document
 from service.answering import Answer
 
@@ -232,7 +233,7 @@ class DocumentIn(BaseModel):
     @field_validator("id", mode="before")
     @classmethod
     def _id_as_in_sources(cls, value: Any) -> str | None:
-        """The same rule as a JSONL file's id (:func:`index.ingest.given_doc_id`): ``7`` -> ``"7"``."""
+        """The same rule as a JSONL file's id (:func:`index.ingest.given_doc_id`, :mod:`index.ids`): ``7`` -> ``"7"``."""
         return given_doc_id(value)
 
     @field_validator("title", "venue", "url")

@@ -72,7 +72,9 @@ class Settings(BaseSettings):
     bm25_method: BM25Method = "lucene"
     candidates: int = Field(100, ge=1, le=1000, description="Top-N from each retriever before fusion.")
     fusion: FusionMethod = Field(
-        "bounded", description="Hybrid fusion: bounded (default, see eval/results/scifact.md), rrf or weighted."
+        "bounded",
+        description="Hybrid fusion: bounded (default, see eval/results/scifact.md), rrf or weighted. The Milvus "
+        "backend cannot run bounded: it falls back to rrf, with a warning and stats()['fusion_fallback'].",
     )
     dense_index: DenseSetting = Field(
         "auto", description="FAISS index: flat (exact), hnsw (approximate), or auto: flat below 50,000 passages."

@@ -33,7 +33,7 @@ from collections.abc import Callable
 import numpy as np
 
 from index.backend import Searcher
-from index.retrieve import SearchResult
+from index.search import SearchResult
 from service.answering import verify
 from service.answering.base import RetrievingAnswerer, retrieval_gap
 from service.answering.compose import compose

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from index.backend import Searcher
 from index.filters import Filters
-from index.retrieve import SearchResult
+from index.search import SearchResult
 from service.answering.types import Answer
 from service.context import merge_same_document
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from rank_bm25 import BM25Okapi
 
-from index.retrieve import SearchResult
+from index.search import SearchResult
 from index.text import fold, split_sentences
 from index.tokenize import tokenize
 from service.context import coined_name, names_in

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from index.retrieve import SearchResult
+from index.search import SearchResult
 
 if TYPE_CHECKING:
     from service.answering.evidence import Evidence

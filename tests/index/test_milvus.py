@@ -7,6 +7,7 @@ hybrid search, first-run ingest and the /ask path use the real MiniLM (and the r
 from __future__ import annotations
 
 import dataclasses
+import logging
 from pathlib import Path
 
 import pytest
@@ -124,11 +125,14 @@ class TestWrites:
         assert backend.document(EDEN) == new
         assert [d.doc_id for d in backend.documents(37, 5)] == [EDEN]  # a replaced document moves to the end
 
-    def test_metadata_change_reuses_every_vector(self, backend, seeds) -> None:
+    def test_metadata_change_is_an_update_that_reuses_every_vector(self, backend, seeds) -> None:
         doc = dataclasses.replace(seeds[0], meta={**seeds[0].meta, "venue": "ICML"})
-        report = backend.add_documents([doc])
-        assert report.replaced == [doc.doc_id] and report.passages_embedded == 0
-        assert backend.document(doc.doc_id).meta["venue"] == "ICML"
+        passages = backend.passages_of(doc.doc_id)
+        report = backend.write([doc])
+        assert report.updated == [doc.doc_id] and report.replaced == [] and report.passages_embedded == 0
+        assert report.version == "milvus-38-38"  # no seq taken: the document keeps its place
+        assert backend.get(doc.doc_id).meta["venue"] == "ICML" and backend.passages_of(doc.doc_id) == passages
+        assert backend.documents(0, 1) == [doc]
         assert [r.document.doc_id for r in backend.search("x", k=5, mode="dense", filters={"venue": "icml"})] == [
             doc.doc_id
         ] * len(backend.passages_of(doc.doc_id))
@@ -143,7 +147,7 @@ class TestWrites:
         assert all(r.document.doc_id != EDEN for r in backend.search("EDEN metagenomic", k=50))
 
     def test_deleting_an_unknown_id_deletes_nothing(self, backend, seeds) -> None:
-        with pytest.raises(DocumentNotFound, match="no document with id 'nope'; nothing was deleted"):
+        with pytest.raises(DocumentNotFound, match="no document with id 'nope'; list ids with GET /documents"):
             backend.delete_documents([EDEN, "nope"])
         assert backend.document(EDEN) is not None and backend.stats()["documents"] == 38
 
@@ -213,6 +217,17 @@ class TestSearch:
         with pytest.raises(ValueError, match="k must be >= 1"):
             backend.search("x", k=0)
         assert backend.search("the of and", mode="bm25") == []  # stop words only: no BM25 term
+
+    def test_bounded_fusion_asked_at_start_falls_back_to_rrf_with_a_warning(self, tmp_path, chunker, caplog) -> None:
+        with caplog.at_level(logging.WARNING, logger="index.milvus"):
+            milvus = MilvusBackend(str(tmp_path / "b.db"), HashEmbedder(), chunker, fusion="bounded")
+        reason = "bounded -> rrf: bounded needs BM25 document frequencies, which Milvus does not expose"
+        assert [r.levelname for r in caplog.records if reason in r.getMessage()] == ["WARNING"]
+        stats = milvus.stats()
+        assert milvus.fusion == stats["fusion"] == "rrf" and str(stats["fusion_fallback"]).startswith(reason)
+        milvus.close()
+        with pytest.raises(ValueError, match=r"fusion must be 'rrf' or 'weighted', got 'sum'"):
+            MilvusBackend(str(tmp_path / "c.db"), HashEmbedder(), chunker, fusion="sum")  # type: ignore[arg-type]
 
 
 class TestPersistence:

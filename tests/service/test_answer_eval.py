@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from index.retrieve import SearchResult
+from index.search import SearchResult
 from index.types import Document, Passage
 from service.answer import Answer, Citation
 from service.answer_eval import judge, summarise

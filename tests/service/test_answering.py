@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from index.types import Document, Passage
-from index.retrieve import SearchResult
+from index.search import SearchResult
 from service.answering import EvidenceAnswerer
 from service.answering.compose import compose
 from service.answering.evidence import (

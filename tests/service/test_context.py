@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from index.retrieve import SearchResult
+from index.search import SearchResult
 from index.types import Document, Passage
 from service.answer import check_citations, claims_by_citation, name_references, supporting_span
 from service.context import coined_name, merge_same_document, select_sentences
