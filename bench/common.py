@@ -285,14 +285,14 @@ def serve(index_dir: Path, timeout_s: float = 900.0, env: dict[str, str] | None 
             process.wait()
 
 
-def source_manifest(paths: Sequence[Path], documents: Sequence[Document]) -> dict[str, object]:
-    """The manifest keys ``citerag serve`` uses to decide whether an index is up to date with its sources
-    (see :func:`service.pipeline.ensure_index`): a bench index records the files it was built from, so serving it
-    never re-indexes. Every record is listed under the last source (they are compared later-wins anyway)."""
-    from index.sources import record_fingerprint, source_manifest as manifest_of
+def source_state(paths: Sequence[Path], documents: Sequence[Document]) -> dict[str, object]:
+    """The source state (:mod:`index.sources`) ``citerag serve`` uses to decide whether an index is up to date with
+    its sources (see :func:`service.pipeline.ensure_index`): a bench index records the files it was built from, so
+    serving it never re-indexes. Every record is listed under the last source (they are compared later-wins)."""
+    from index.sources import record_fingerprint, source_state as state_of
 
     records = {doc.doc_id: record_fingerprint(doc) for doc in documents}
-    return manifest_of(list(paths), {str(Path(paths[-1]).resolve()): records} if paths else {})
+    return state_of(list(paths), {str(Path(paths[-1]).resolve()): records} if paths else {})
 
 
 def write_jsonl(path: Path, documents: Sequence[Document]) -> None:
@@ -356,7 +356,7 @@ def bench_index(
     started = time.perf_counter()
     write_version(
         store, config, list(documents), passages, vectors,  # type: ignore[arg-type]
-        extra_manifest=source_manifest(sources, documents), dense_kind=dense_kind,
+        sources=source_state(sources, documents), dense_kind=dense_kind,
     )
     timings = {**timings, "write_version": time.perf_counter() - started}
     sidecar.write_text(json.dumps({"key": key, "timings_s": timings, "passages": len(passages),

@@ -12,8 +12,9 @@ vectors (HNSW: into the copied graph); one that removes passages builds FAISS ag
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import nullcontext
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,8 @@ from index.chunking import Chunker, model_text
 from index.dense import AUTO_HNSW_THRESHOLD, DenseIndex, choose_kind
 from index.embed import Embedder
 from index.progress import build_progress
-from index.store import IndexConfig, IndexStore, LoadedIndex, wal_seq
+from index.sources import LEGACY_KEYS, SourceState, SourceStates
+from index.store import IndexConfig, IndexStore, LoadedIndex, load_version
 from index.tokenize import tokenize_many
 from index.types import DenseSetting, Document, Passage
 from index.writes import WritePlan, WriteReport, classify, vectors_for
@@ -92,9 +94,10 @@ def write_version(
     tokens: CorpusTokens | None = None,
     dense: DenseIndex | None = None,
     before_current: Callable[[], None] | None = None,
+    sources: SourceState | None = None,
 ) -> Path:
     """Index ``passages`` (BM25 + FAISS, row i == passage i == ``vectors[i]``) and commit a new live version
-    (``before_current``: as for :meth:`~index.store.IndexStore.write`).
+    (``before_current``, ``sources``: as for :meth:`~index.store.IndexStore.write`).
 
     Args:
         vectors: float32, shape ``(len(passages), dim)``, L2-normalised (unused when ``dense`` is given).
@@ -114,7 +117,108 @@ def write_version(
         dense.add(vectors)
     with_text = {p.doc_id for p in passages}
     kept = [doc for doc in documents if doc.doc_id in with_text]
-    return store.write(config, kept, passages, bm25, dense, extra=extra_manifest, before_current=before_current)
+    return store.write(config, kept, passages, bm25, dense, extra=extra_manifest, before_current=before_current,
+                       sources=sources)
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOptions:
+    """How :func:`write_index` logs, shows and lays out one write.
+
+    Attributes:
+        dense_kind: FAISS layout of the new version (:func:`index.dense.choose_kind`).
+        show_progress: draw progress bars for chunking and embedding (on a terminal only).
+        progress: draw them in this running ``Progress`` instead (e.g. the caller's, which also shows reading).
+        log_write: append the write to the write-ahead log (:mod:`index.wal`). ``False``: the new version holds
+            what the live one holds in the log (a change the source files record, a rebuild with new settings).
+        logged_as: the write is log entry ``logged_as`` already (a replay): record it, append nothing.
+    """
+
+    dense_kind: DenseSetting = "auto"
+    show_progress: bool = False
+    progress: Progress | None = None
+    log_write: bool = True
+    logged_as: int | None = None
+
+
+def write_index(
+    store: IndexStore,
+    embedder: Embedder,
+    chunker: Chunker,
+    config: IndexConfig,
+    upserts: Iterable[Document] = (),
+    deletes: Iterable[str] = (),
+    *,
+    replace: bool = False,
+    sources: SourceState | None = None,
+    reset_sources: Sequence[str] | None = None,
+    options: WriteOptions = WriteOptions(),
+) -> tuple[Path, WriteReport]:
+    """The one write of the embedded index: every full build, ``--add``, start-up sync with the source files,
+    API write and log replay is this call. Upserts ``upserts`` and removes ``deletes`` (ids) as one new live
+    version, committed under the store's write lock (:meth:`~index.store.IndexStore.writing`), so a concurrent
+    writer, in this process or another, waits and then builds on this one.
+
+    What changes is decided by :func:`index.writes.classify`, as for every backend. Passages of untouched
+    documents keep their BM25 tokens and vectors, and so do a replaced document's passages whose text did not
+    change; only the other passages are embedded. When no version is live, or ``replace`` asks for an index of
+    other settings than the live one's, every passage is embedded (a full build; the report lists every document
+    as added).
+
+    Durability: the write is appended to the write-ahead log (fsynced) before anything is embedded, and the new
+    version records its sequence number (``wal_seq``); a failure after the append logs an ``abort``. A ``replace``
+    is logged as a ``reset`` naming ``reset_sources`` once its version is complete, just before ``CURRENT`` moves,
+    so a build killed midway leaves the previous index live and the log as it was.
+
+    Args:
+        replace: the index is to hold exactly ``upserts`` (every live document not among them is deleted;
+            ``deletes`` must be empty).
+        sources: the new version's source state (:mod:`index.sources`); ``None`` keeps the live version's.
+        reset_sources: the files a logged ``replace`` was read from (required for it).
+        options: logging, progress and FAISS layout (:class:`WriteOptions`).
+
+    Returns:
+        ``(version directory, report)``; when nothing changes no version is written (the source state, if given,
+        is recorded for the live version) and the live one is returned.
+
+    Raises:
+        DocumentNotFound: a deleted id is not indexed (nothing is written).
+        IngestError: a malformed document (:func:`index.writes.classify`; nothing is written, nothing logged).
+        IndexMismatch: the live version fails verification.
+        ValueError: an update (not ``replace``) of an index built with other settings; a logged ``replace``
+            without ``reset_sources``, or with ``deletes``.
+    """
+    upserts, deletes = list(upserts), list(deletes)
+    if replace and deletes:
+        raise ValueError("replace gives the whole new content: pass no deletes")
+    if replace and options.log_write and options.logged_as is None and reset_sources is None:
+        raise ValueError("a logged replace is a reset of source files: pass reset_sources")
+    with store.writing():
+        # a replacement needs no live version: it also rebuilds when CURRENT names one that was set aside
+        pointer = store.live_or_none() if replace else store.current()
+        live: LoadedIndex | None = load_version(pointer) if pointer is not None else None
+        if replace and (live is None or live.config != config):
+            return _full_build(store, embedder, chunker, config, upserts, live, sources, reset_sources, options)
+        if live is not None and live.config != config:
+            raise ValueError("index settings changed since the live index was built; run a full `citerag index`")
+        if replace and live is not None:
+            wanted = {doc.doc_id for doc in upserts}
+            deletes = [doc_id for doc_id in live.documents if doc_id not in wanted]
+        plan = classify(upserts, live.documents if live is not None else {}, deletes, chunk=chunker.chunk)
+        if live is not None and plan.writes_nothing:
+            if sources is not None:
+                SourceStates(store.root).put(live.path, sources)
+            return live.path, plan.report(0, live.path.name)
+        args = (store, embedder, config, live, plan, sources, options)
+        held = live.wal_seq if live is not None else 0
+        if options.logged_as is not None or not options.log_write:
+            return _apply(*args, seq=held if options.logged_as is None else options.logged_as)
+        if replace:
+            with _logged_reset(store, held, reset_sources or []) as (seq, log_reset):
+                return _apply(*args, seq=seq, before_current=log_reset)
+        logged = list(plan.changed.values()) + list(plan.updated.values())
+        with store.log.pending("write", after=held, documents=logged, doc_ids=plan.deleted) as seq:
+            return _apply(*args, seq=seq)
 
 
 def build_index(
@@ -124,59 +228,14 @@ def build_index(
     chunker: Chunker,
     config: IndexConfig,
     show_progress: bool = True,
-    extra_manifest: dict[str, object] | None = None,
+    sources: SourceState | None = None,
     dense_kind: DenseSetting = "auto",
     progress: Progress | None = None,
-    reset_sources: Sequence[str] | None = None,
-    logged_as: int | None = None,
 ) -> Path:
-    """Chunk, tokenise, embed and index ``documents``; commit them as the store's new live version.
-
-    The previous version stays live until the new one is completely written (see :class:`IndexStore`).
-
-    Args:
-        show_progress: draw progress bars for chunking and embedding (on a terminal only).
-        progress: draw them in this running ``Progress`` instead (e.g. the caller's, which also shows reading).
-        reset_sources: the files ``documents`` were read from: a full build from them is appended to the write log
-            (:mod:`index.wal`, a ``reset``) just before the commit, under the write lock, so the log orders it
-            among the API's writes as the versions do.
-        logged_as: this build is log entry ``logged_as`` already (a replay); record it, append nothing. With
-            neither, the new version holds what ``extra_manifest["wal_seq"]`` says (a rebuild of the same documents).
-
-    Returns:
-        The new version directory.
-    """
-    with nullcontext(progress) if progress is not None else build_progress(show_progress) as bars:
-        passages = chunk_documents(documents, chunker, bars)
-        by_id = {doc.doc_id: doc for doc in documents}
-        log.info("embedding %d passages of %d documents with %s", len(passages), len(documents), embedder.name)
-        vectors = embed_passages(embedder, passage_texts(passages, by_id), [p.n_tokens for p in passages], bars)
-    with store.writing():  # never commit in the middle of another writer's update (it would then overwrite this)
-        extra = dict(extra_manifest or {})
-        if logged_as is not None or reset_sources is None:
-            if logged_as is not None:
-                extra["wal_seq"] = logged_as
-            return write_version(store, config, documents, passages, vectors, extra, dense_kind)
-        # the reset is logged once the version is complete, just before CURRENT moves: a build killed midway
-        # leaves no entry, so the next start serves the previous index rather than rebuilding
-        live = store.current()
-        held = wal_seq(live) if live is not None else 0
-        store.log.drop_abandoned(held)
-        seq = extra["wal_seq"] = max(store.log.read().last, held) + 1
-        logged = False
-
-        def log_reset() -> None:
-            nonlocal logged
-            store.log.append("reset", after=seq - 1, sources=reset_sources)
-            logged = True
-
-        try:
-            return write_version(store, config, documents, passages, vectors, extra, dense_kind,
-                                 before_current=log_reset)
-        except BaseException:
-            if logged:
-                store.log.append("abort", target=seq)
-            raise
+    """:func:`write_index` of exactly ``documents``, not logged (for code and tests that build an index from
+    documents, not from files). Returns the new version directory."""
+    options = WriteOptions(dense_kind=dense_kind, show_progress=show_progress, progress=progress, log_write=False)
+    return write_index(store, embedder, chunker, config, documents, replace=True, sources=sources, options=options)[0]
 
 
 def update_index(
@@ -186,80 +245,69 @@ def update_index(
     config: IndexConfig,
     upserts: Iterable[Document] = (),
     deletes: Iterable[str] = (),
-    extra_manifest: dict[str, object] | None = None,
-    show_progress: bool = False,
     dense_kind: DenseSetting = "auto",
-    progress: Progress | None = None,
-    log_write: bool = True,
-    logged_as: int | None = None,
 ) -> tuple[Path, WriteReport]:
-    """Insert or replace ``upserts`` and remove ``deletes`` (document ids), as one new live version.
-
-    What the write does is decided by :func:`index.writes.classify`, as for every backend: new documents are added,
-    a changed title or text replaces the document's passages, a metadata-only change keeps its passages and
-    vectors, a document given again identical is left as it is, one with no text is skipped (a stored one with its
-    id stays). Passages of untouched documents keep their vectors (read back from the live FAISS index), and so do
-    a replaced document's passages whose embedded text did not change; only the other passages of new and changed
-    documents are embedded. When nothing is live yet this is a full build of ``upserts``.
-
-    The live version is read and the new one committed under the store's write lock
-    (:meth:`~index.store.IndexStore.writing`): a concurrent writer, in this process or another, waits, then builds on
-    this update's version.
-
-    Durability: the write is appended to the store's write-ahead log (:mod:`index.wal`, fsynced) before anything
-    is embedded, and the new version records its sequence number (``wal_seq``), so once this returns the write
-    survives the loss of the version that holds it (:mod:`index.recovery`). A failure after the append logs an
-    ``abort`` for it.
-
-    Args:
-        extra_manifest: keys merged over the live manifest's extra keys (e.g. ``sources``).
-        show_progress, progress: as for :func:`build_index` (bars for the new documents only).
-        log_write: append the write to the log (``False`` for changes that the source files already record).
-        logged_as: the write is log entry ``logged_as`` already (a replay): record it, append nothing.
-
-    Returns:
-        ``(version directory, report)``; when nothing changes no version is written and the live one is returned.
-
-    Raises:
-        DocumentNotFound: a deleted id is not indexed (nothing is written).
-        IngestError: a malformed document (:func:`index.writes.classify`; nothing is written, nothing logged).
-        IndexMismatch: the live version fails verification.
-        ValueError: the live index was built with other settings (``config`` differs): rebuild instead.
-    """
-    with store.writing():
-        return _update_locked(
-            store, embedder, chunker, config, upserts, deletes, extra_manifest, show_progress, dense_kind, progress,
-            log_write, logged_as,
-        )
+    """:func:`write_index` of ``upserts`` and ``deletes``, logged: ``(version directory, report)``."""
+    return write_index(store, embedder, chunker, config, upserts, deletes, options=WriteOptions(dense_kind=dense_kind))
 
 
-def _update_locked(
+@contextmanager
+def _logged_reset(store: IndexStore, held: int, reset_sources: Sequence[str]) -> Iterator[tuple[int, Callable[[], None]]]:
+    """The log entry number of a full replacement and the hook that appends its ``reset`` (run just before
+    ``CURRENT`` moves); an ``abort`` is appended when the commit fails after the hook ran."""
+    store.log.drop_abandoned(held)
+    seq = max(store.log.read().last, held) + 1
+    logged = False
+
+    def log_reset() -> None:
+        nonlocal logged
+        store.log.append("reset", after=seq - 1, sources=list(reset_sources))
+        logged = True
+
+    try:
+        yield seq, log_reset
+    except BaseException:
+        if logged:
+            store.log.append("abort", target=seq)
+        raise
+
+
+def _full_build(
     store: IndexStore,
     embedder: Embedder,
     chunker: Chunker,
     config: IndexConfig,
-    upserts: Iterable[Document],
-    deletes: Iterable[str],
-    extra_manifest: dict[str, object] | None,
-    show_progress: bool,
-    dense_kind: DenseSetting,
-    progress: Progress | None,
-    log_write: bool,
-    logged_as: int | None,
+    documents: list[Document],
+    live: LoadedIndex | None,
+    sources: SourceState | None,
+    reset_sources: Sequence[str] | None,
+    options: WriteOptions,
 ) -> tuple[Path, WriteReport]:
-    live: LoadedIndex | None = store.load() if store.current() is not None else None
-    if live is not None and live.config != config:
-        raise ValueError("index settings changed since the live index was built; run a full `citerag index`")
-    plan = classify(upserts, live.documents if live is not None else {}, deletes, chunk=chunker.chunk)
-    if live is not None and plan.writes_nothing:
-        return live.path, plan.report(0, live.path.name)
+    """Chunk, tokenise, embed and index every document (the part of :func:`write_index` for a new index or new
+    settings); called under the write lock."""
+    with nullcontext(options.progress) if options.progress is not None else build_progress(options.show_progress) as bars:
+        task = bars.add_task("chunking", total=len(documents), unit="documents")
+
+        def chunk(doc: Document) -> list[Passage]:
+            bars.advance(task)
+            return chunker.chunk(doc)
+
+        plan = classify(documents, {}, chunk=chunk)
+        passages = plan.new_passages
+        log.info("embedding %d passages of %d documents with %s", len(passages), len(plan.changed), embedder.name)
+        vectors = embed_passages(embedder, passage_texts(passages, plan.changed), [p.n_tokens for p in passages], bars)
     held = live.wal_seq if live is not None else 0
-    args = (store, embedder, config, live, plan, extra_manifest, show_progress, dense_kind, progress)
-    if logged_as is not None or not log_write:
-        return _apply(*args, seq=held if logged_as is None else logged_as)
-    logged = list(plan.changed.values()) + list(plan.updated.values())
-    with store.log.pending("write", after=held, documents=logged, doc_ids=plan.deleted) as seq:
-        return _apply(*args, seq=seq)
+    documents = list(plan.changed.values())
+
+    def commit(seq: int, before_current: Callable[[], None] | None = None) -> tuple[Path, WriteReport]:
+        path = write_version(store, config, documents, passages, vectors, {"wal_seq": seq}, options.dense_kind,
+                             before_current=before_current, sources=sources)
+        return path, plan.report(len(passages), path.name)
+
+    if options.logged_as is not None or not options.log_write:
+        return commit(held if options.logged_as is None else options.logged_as)
+    with _logged_reset(store, held, reset_sources or []) as (seq, log_reset):
+        return commit(seq, log_reset)
 
 
 def _apply(
@@ -268,13 +316,13 @@ def _apply(
     config: IndexConfig,
     live: LoadedIndex | None,
     plan: WritePlan,
-    extra_manifest: dict[str, object] | None,
-    show_progress: bool,
-    dense_kind: DenseSetting,
-    progress: Progress | None,
+    sources: SourceState | None,
+    options: WriteOptions,
     seq: int,
+    before_current: Callable[[], None] | None = None,
 ) -> tuple[Path, WriteReport]:
-    """Embed what changed and commit the new version (the second half of :func:`update_index`)."""
+    """Embed what changed and commit the new version (the incremental part of :func:`write_index`)."""
+    dense_kind = options.dense_kind
 
     old_docs = live.documents if live is not None else {}
     gone = set(plan.deleted) | set(plan.changed)
@@ -284,7 +332,7 @@ def _apply(
     new_passages = plan.new_passages
     new_texts = passage_texts(new_passages, plan.changed)
     length = dict(zip(new_texts, (p.n_tokens for p in new_passages), strict=True))
-    with nullcontext(progress) if progress is not None else build_progress(show_progress) as bars:
+    with nullcontext(options.progress) if options.progress is not None else build_progress(options.show_progress) as bars:
         new_vectors, embedded = vectors_for(
             new_texts, _stored_vectors(live, [doc_id for doc_id in plan.changed if doc_id in old_docs]),
             lambda missing: embed_passages(embedder, missing, [length[t] for t in missing], bars), embedder.dim,
@@ -302,9 +350,9 @@ def _apply(
         else:
             vectors = np.concatenate([live.dense.vectors(np.asarray(kept_rows, dtype=np.int64)), new_vectors])
     extra = {key: value for key, value in (live.manifest if live else {}).items() if key not in _MANIFEST_KEYS}
-    extra.update(extra_manifest or {})
     extra["wal_seq"] = seq
-    path = write_version(store, config, documents, passages, vectors, extra, dense_kind, tokens=tokens, dense=dense)
+    path = write_version(store, config, documents, passages, vectors, extra, dense_kind, tokens=tokens, dense=dense,
+                         before_current=before_current, sources=sources)
     report = plan.report(embedded, path.name)
     log.info(
         "index updated: %d added, %d replaced, %d metadata updated, %d deleted, %d passages embedded",
@@ -324,7 +372,8 @@ def _stored_vectors(live: LoadedIndex | None, doc_ids: list[str]) -> dict[str, n
     return dict(zip(texts, vectors, strict=True))
 
 
-# Keys IndexStore.write computes itself; everything else in a manifest is carried over by an update.
+# Keys IndexStore.write computes itself, and the source keys of an index older than its sources.json (read from
+# there as a fallback, never carried on); everything else in a manifest is carried over by an update.
 _MANIFEST_KEYS = frozenset(
     {"format_version", "created_at", "config", "corpus_fingerprint", "counts", "checksums", "libraries"}
-)
+) | LEGACY_KEYS

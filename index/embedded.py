@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from index.backend import BackendAliases, WriteReport, check_page
-from index.build import update_index
+from index.build import WriteOptions, write_index
 from index.chunking import Chunker
 from index.embed import Embedder
 from index.filters import Filters
@@ -90,16 +90,16 @@ class EmbeddedBackend(BackendAliases):
         self, upserts: Sequence[Document] = (), deletes: Sequence[str] = (), *, show_progress: bool = False
     ) -> WriteReport:
         """Insert or replace ``upserts`` and remove ``deletes`` as one new index version
-        (:func:`index.build.update_index`; rules: :mod:`index.writes`); the new version is served once committed.
+        (:func:`index.build.write_index`; rules: :mod:`index.writes`); the new version is served once committed.
 
         Raises:
             IngestError: a malformed document (nothing is written).
             DocumentNotFound: a deleted id is not indexed (nothing is written).
         """
         with self._write_lock:
-            path, report = update_index(
-                self.store, self.embedder, self.chunker, self.config, upserts, deletes, show_progress=show_progress,
-                dense_kind=self.dense_kind,
+            options = WriteOptions(dense_kind=self.dense_kind, show_progress=show_progress)
+            path, report = write_index(
+                self.store, self.embedder, self.chunker, self.config, upserts, deletes, options=options
             )
             if path != self.snapshot.index.path:
                 index = self.store.load()

@@ -3,7 +3,7 @@
 :func:`recover` (under the index's write lock) verifies versions newest first. Versions that fail verification are
 moved to ``versions/damaged/`` (:meth:`~index.store.IndexStore.quarantine`), the newest verified one is made live,
 and the log entries it does not hold are returned as :class:`ReplayStep` s for the caller to apply
-(:mod:`service.pipeline` applies a ``write`` step with :func:`index.build.update_index` and a ``reset`` step by
+(:mod:`service.pipeline` applies a ``write`` step with :func:`index.build.write_index` and a ``reset`` step by
 building from its sources). When no version verifies, the base is the log's last ``reset`` (a full build from
 recorded sources); when the log cannot account for a write a damaged version held, :class:`IndexUnrecoverable`
 says so and nothing is served.
@@ -11,15 +11,15 @@ says so and nothing is served.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from index.build import update_index
+from index.build import WriteOptions, write_index
 from index.chunking import Chunker
 from index.embed import Embedder
 from index.errors import CiteragError, IndexMismatch, IndexNotFound
+from index.sources import SourceStates
 from index.store import DAMAGED, IndexStore, LoadedIndex, load_version
 from index.types import DenseSetting, Document
 from index.wal import LogEntry, WriteLogDamaged
@@ -109,7 +109,7 @@ def recover(store: IndexStore, mmap: bool = True) -> Recovery:
     damaged: list[tuple[str, str]] = []
     aside: list[Path] = []
     index = None
-    pointer = _pointer(store)
+    pointer = store.live_or_none()
     for path in store.version_dirs():  # newest first; one newer than CURRENT (a crash before CURRENT moved) is
         try:                           # complete and holds writes up to its own wal_seq, like any other
             index = load_version(path, mmap=mmap)
@@ -136,7 +136,7 @@ def recover(store: IndexStore, mmap: bool = True) -> Recovery:
             store.set_current(index.path)
     elif damaged or logged.entries or (store.root / "CURRENT").is_file():  # something was indexed here
         set_aside = sorted((store.versions / DAMAGED).glob("v*"), key=lambda p: p.name, reverse=True)
-        recorded = _recorded_sources(aside + set_aside)
+        recorded = _recorded_sources(SourceStates(store.root), aside + set_aside)
         if (not steps or steps[0].sources is None) and logged.base == 0 and recorded is not None:
             steps.insert(0, ReplayStep(0, tuple(recorded)))  # an index older than the log: its recorded sources
         if not steps or steps[0].sources is None:
@@ -157,7 +157,7 @@ def replay(
 ) -> LoadedIndex | None:
     """Apply ``recovery.steps`` in order, each new version recording the step's log sequence number: a reset
     through ``rebuild(sources, seq)`` (the caller reads the files and builds with ``logged_as=seq``), writes through
-    :func:`~index.build.update_index` (deletes of ids that are not indexed are dropped: the write that added them
+    :func:`~index.build.write_index` (deletes of ids that are not indexed are dropped: the write that added them
     was itself lost with its version, or a reset superseded it). Call under the write lock.
 
     Returns:
@@ -168,10 +168,10 @@ def replay(
             rebuild(list(step.sources), step.seq)
         if step.upserts or step.deletes:
             live = store.load()
-            update_index(
-                store, embedder, chunker, live.config, upserts=step.upserts,
-                deletes=[doc_id for doc_id in step.deletes if doc_id in live.documents],
-                dense_kind=dense_kind, logged_as=step.seq,
+            write_index(
+                store, embedder, chunker, live.config, step.upserts,
+                [doc_id for doc_id in step.deletes if doc_id in live.documents],
+                options=WriteOptions(dense_kind=dense_kind, logged_as=step.seq),
             )
     return store.load() if recovery.steps else recovery.index
 
@@ -211,24 +211,14 @@ def health(store: IndexStore) -> str:
             + (f", {len(aside)} damaged version(s) kept aside: {', '.join(aside)}" if aside else ""))
 
 
-def _recorded_sources(versions: list[Path]) -> list[str] | None:
-    """The ``sources`` of the newest of ``versions`` whose manifest still reads."""
+def _recorded_sources(states: SourceStates, versions: list[Path]) -> list[str] | None:
+    """The ``sources`` of the newest of ``versions`` whose source state (or, for an older index, manifest) still
+    reads."""
     for path in versions:
-        try:
-            sources = json.loads((path / "manifest.json").read_text()).get("sources")
-        except (OSError, ValueError, AttributeError):
-            continue
+        sources = states.of(path).get("sources")
         if isinstance(sources, list) and all(isinstance(p, str) for p in sources):
             return sources
     return None
-
-
-def _pointer(store: IndexStore) -> Path | None:
-    """The version ``CURRENT`` names, or ``None`` when it is missing or names no version."""
-    try:
-        return store.current()
-    except IndexMismatch:
-        return None
 
 
 _HOW = (

@@ -6,22 +6,95 @@ signature of each source's files (sizes and modification times: :func:`source_si
 record each source held (:func:`records_by_source`). At start-up an unchanged signature means nothing is read; a
 changed one re-reads the sources and applies only the records that changed (:func:`source_changes`), so a document
 replaced or deleted through the API stays so while its record in the files is as it was.
+
+That state (a :data:`SourceState`: ``sources``, ``source_signatures``, ``source_records``, ``skipped``) is kept per
+index version in its own file, ``<index_dir>/sources.json`` (:class:`SourceStates`), written atomically: a version
+directory is never rewritten once committed. A new version gets its state just before it becomes live (the state
+the writer gives, else the live version's), so a version recovered after a crash comes with the state that matches
+its documents. Indexes written before the file existed keep their state in their manifest, read as a fallback.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import logging
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from index.errors import IngestError
-from index.files import json_sha256
+from index.files import atomic_write_text, json_sha256
 from index.ingest import Corpus, source_files
-from index.store import LoadedIndex
 from index.types import Document, document_fingerprint
+
+log = logging.getLogger(__name__)
+
+SourceState = dict[str, Any]
+"""One version's source state: ``sources`` (resolved paths, in the order added), ``source_signatures`` (path ->
+:func:`source_signature`), ``source_records`` (:data:`Records`) and ``skipped`` (``{"records": n, "first": ids}``);
+``{}`` for an index that was never tied to files (Milvus, an index built in code)."""
+
+#: The state keys an index written before ``sources.json`` kept in its manifest.
+LEGACY_KEYS = frozenset(
+    {"sources", "source_signatures", "source_signature", "source_records", "source_documents", "skipped"}
+)
 
 #: Skipped records named in the index's source state and the CLI output.
 SKIPPED_LISTED = 20
+
+
+class SourceStates:
+    """The per-version source states of one index directory: ``<root>/sources.json``, ``{version name: state}``.
+
+    Args:
+        root: the index directory (:class:`~index.store.IndexStore` root).
+
+    Writes (:meth:`put`) replace the file atomically; call them under the store's write lock.
+    """
+
+    FILE = "sources.json"
+
+    def __init__(self, root: Path) -> None:
+        self.path = Path(root) / self.FILE
+
+    def _read(self) -> dict[str, SourceState]:
+        try:
+            states = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:  # the state only saves work: lost, the sources are re-read
+            log.warning("%s unreadable (%s); the index's sources are taken from its manifests", self.path, exc)
+            return {}
+        return states if isinstance(states, dict) else {}
+
+    def of(self, version: Path | None) -> SourceState:
+        """The state of the version directory ``version`` (``{}`` for ``None``): its entry in the file, else the
+        source keys of its manifest (an index written before the file existed), else ``{}``."""
+        if version is None:
+            return {}
+        state = self._read().get(version.name)
+        if isinstance(state, dict):
+            return state
+        try:
+            manifest = json.loads((version / "manifest.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return {key: manifest[key] for key in LEGACY_KEYS if isinstance(manifest, dict) and key in manifest}
+
+    def put(self, version: Path, state: SourceState) -> None:
+        """Record ``state`` as the state of the version directory ``version``; entries of versions no longer on
+        disk (pruned; kept if moved to ``versions/damaged/``) are dropped.
+
+        Raises:
+            OSError: the file cannot be written.
+        """
+        versions = version.parent
+        states = {
+            name: value for name, value in self._read().items()
+            if (versions / name).is_dir() or (versions / "damaged" / name).is_dir()
+        }
+        states[version.name] = dict(state)
+        atomic_write_text(self.path, json.dumps(states, ensure_ascii=False, indent=1) + "\n")
 
 
 def source_signature(paths: list[Path]) -> str:
@@ -56,15 +129,15 @@ def records_by_source(paths: list[Path], corpus: Corpus) -> Records:
     return out
 
 
-def recorded_sources(manifest: dict[str, Any]) -> Records:
-    """The source records a manifest holds. An index written before records were kept by source lists them under
+def recorded_sources(state: SourceState) -> Records:
+    """The source records a state holds. An index written before records were kept by source lists them under
     the pseudo-source ``""``: flat fingerprints, or ids alone (``source_documents``) with ``None`` (unknown)."""
-    records = manifest.get("source_records")
+    records = state.get("source_records")
     if isinstance(records, dict) and all(isinstance(v, dict) for v in records.values()):
         return {key: dict(value) for key, value in records.items()}
     if isinstance(records, dict):
         return {"": dict(records)}
-    return {"": dict.fromkeys(manifest.get("source_documents", []))}
+    return {"": dict.fromkeys(state.get("source_documents", []))}
 
 
 def _flatten(records: Records, order: list[str]) -> dict[str, str | None]:
@@ -85,10 +158,10 @@ def source_signatures(paths: list[Path]) -> dict[str, str]:
     return {str(Path(p).resolve()): source_signature([Path(p)]) for p in paths}
 
 
-def source_manifest(
+def source_state(
     paths: list[Path], records: Records, skipped: Sequence[str] = (), signatures: dict[str, str] | None = None
 ) -> dict[str, object]:
-    """The manifest keys that tie an index to its source files: the sources (in the order they were added), the
+    """The :data:`SourceState` that ties an index to its source files: the sources (in the order they were added), the
     :func:`source_signature` of each (``signatures``, taken before the read; default: computed now), the records
     read from each (:func:`records_by_source`) and the records skipped."""
     keys = [str(Path(p).resolve()) for p in paths]
@@ -102,26 +175,26 @@ def source_manifest(
     }
 
 
-def sources_unchanged(manifest: dict[str, Any], paths: list[Path]) -> bool:
+def sources_unchanged(state: SourceState, paths: list[Path]) -> bool:
     """True when every source's files have the sizes and modification times recorded (``source_signatures``, or
     the single ``source_signature`` of an index written before signatures were kept by source); False too when a
     source is gone or cannot be listed."""
     try:
         if not all(p.exists() for p in paths):
             return False
-        if "source_signatures" not in manifest:
-            return manifest.get("source_signature") == source_signature(paths)
-        recorded = manifest["source_signatures"]
+        if "source_signatures" not in state:
+            return state.get("source_signature") == source_signature(paths)
+        recorded = state["source_signatures"]
         return all(recorded.get(str(Path(p).resolve())) == source_signature([p]) for p in paths)
     except IngestError:
         return False
 
 
 def source_changes(
-    index: LoadedIndex, paths: list[Path], corpus: Corpus, records: Records
+    state: SourceState, indexed: Mapping[str, Document], paths: list[Path], corpus: Corpus, records: Records
 ) -> tuple[list[Document], list[str]]:
-    """What re-reading the sources changes: ``(upserts, deletes)``; ``records`` is :func:`records_by_source` of
-    ``corpus``.
+    """What re-reading the sources changes: ``(upserts, deletes)``; ``state`` is the live version's source state,
+    ``indexed`` its documents by id, ``records`` :func:`records_by_source` of ``corpus``.
 
     Only records that changed in the files since they were recorded count: new ids, and records whose fingerprint
     differs, are upserted; recorded ids that left the files (and are still indexed) are deleted. A document the API
@@ -129,13 +202,12 @@ def source_changes(
     written by an older citerag) counts as unchanged.
     """
     order = [str(Path(p).resolve()) for p in paths]
-    manifest = index.manifest
-    known = "source_records" in manifest or "source_documents" in manifest
-    recorded = _flatten(recorded_sources(manifest) if known else {"": dict.fromkeys(index.documents)}, order)
+    known = "source_records" in state or "source_documents" in state
+    recorded = _flatten(recorded_sources(state) if known else {"": dict.fromkeys(indexed)}, order)
     current = _flatten(records, order)
     upserts = [
         doc for doc in corpus.documents
         if doc.doc_id not in recorded or recorded[doc.doc_id] not in (None, current[doc.doc_id])
     ]
-    deletes = [doc_id for doc_id in recorded if doc_id not in current and doc_id in index.documents]
+    deletes = [doc_id for doc_id in recorded if doc_id not in current and doc_id in indexed]
     return upserts, deletes

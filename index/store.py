@@ -43,6 +43,7 @@ from index.files import atomic_write_text, fsync_path, record_fields, sha256_fil
 from index.bm25 import BM25Index
 from index.dense import DenseIndex
 from index.errors import IndexMismatch, IndexNotFound
+from index.sources import SourceState, SourceStates
 from index.tokenize import TOKENIZER_VERSION
 from index.types import BM25Method, Document, Passage
 from index.wal import WriteLog
@@ -165,6 +166,13 @@ class IndexStore:
             raise IndexMismatch(f"{pointer} names {path.name}, which is missing; {_RECOVERS}")
         return path
 
+    def live_or_none(self) -> Path | None:
+        """:meth:`current`, or ``None`` also when ``CURRENT`` names a version that is missing."""
+        try:
+            return self.current()
+        except IndexMismatch:
+            return None
+
     def manifest(self) -> dict[str, Any]:
         """The live version's manifest, read without loading or verifying the version.
 
@@ -173,26 +181,6 @@ class IndexStore:
             IndexMismatch: the manifest is unreadable.
         """
         return _read_manifest(self._live())
-
-    def update_manifest(self, changes: dict[str, Any]) -> dict[str, Any]:
-        """Merge ``changes`` into the live version's manifest in place (atomic rewrite of ``manifest.json``), for
-        bookkeeping that is not index data (the sources' signature and record fingerprints): no new version is
-        written. Call under :meth:`writing`. Keys that describe the data (config, counts, checksums) are refused.
-
-        Returns:
-            The new manifest.
-
-        Raises:
-            IndexNotFound: nothing committed yet.
-            ValueError: ``changes`` touches a data key.
-        """
-        data_keys = {"format_version", "config", "corpus_fingerprint", "counts", "checksums"} & set(changes)
-        if data_keys:
-            raise ValueError(f"update_manifest cannot change {sorted(data_keys)}: write a new version")
-        path = self._live()
-        manifest = {**_read_manifest(path), **changes}
-        _write_manifest(path, manifest, atomic=True)
-        return manifest
 
     def ensure_writable(self) -> None:
         """Create the directory now, so an unusable path fails before a long build (raises ``OSError``)."""
@@ -207,11 +195,14 @@ class IndexStore:
         dense: DenseIndex,
         extra: dict[str, Any] | None = None,
         before_current: Callable[[], None] | None = None,
+        sources: SourceState | None = None,
     ) -> Path:
         """Write a complete new version and make it live atomically. Returns the new version directory.
 
-        ``before_current`` runs once the version is complete and in place, just before ``CURRENT`` moves (a full
-        build logs itself there); if it raises, the version is removed and nothing changes."""
+        ``sources`` is the new version's source state (:class:`~index.sources.SourceStates`; default: the live
+        version's), recorded once the version is complete and in place. ``before_current`` runs after that, just
+        before ``CURRENT`` moves (a full build logs itself there); if either raises, the version is removed and
+        nothing changes."""
         self.versions.mkdir(parents=True, exist_ok=True)
         name = f"v{self._next_sequence():06d}-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
         tmp = self.versions / f".tmp-{name}"
@@ -236,6 +227,8 @@ class IndexStore:
             _fsync_tree(tmp)
             final = self.versions / name
             os.replace(tmp, final)
+            states = SourceStates(self.root)
+            states.put(final, sources if sources is not None else states.of(self.live_or_none()))
             if before_current is not None:
                 before_current()
             faults.point("before-current")

@@ -1,6 +1,6 @@
 """The write-ahead log of acknowledged index writes (``<index_dir>/wal.jsonl``).
 
-Every write through :func:`index.build.update_index` (``POST`` / ``DELETE /documents``, ``citerag index --add``)
+Every write through :func:`index.build.write_index` (``POST`` / ``DELETE /documents``, ``citerag index --add``)
 and every full build from sources (``citerag index PATHS``) is appended here, fsynced, before it is applied, and
 each index version records in its manifest the last log sequence number it holds (``wal_seq``). The log is cut
 only up to the ``wal_seq`` of the oldest version kept on disk, so any one version that later fails verification can

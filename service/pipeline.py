@@ -3,6 +3,7 @@ generator, answerer. The API and the CLI both start here."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from contextlib import AbstractContextManager, nullcontext
@@ -12,7 +13,7 @@ from pathlib import Path
 from rich.progress import Progress
 from typing import TYPE_CHECKING
 
-from index.build import build_index, update_index
+from index.build import WriteOptions, write_index
 from index.chunking import Chunker
 from index.embed import Embedder, ModelEmbedder, SentenceTransformerEmbedder
 from index.embed_cache import CachedEmbedder
@@ -22,11 +23,12 @@ from index.ingest import Corpus, read_corpus, source_files
 from index.progress import build_progress
 from index.recovery import recover, replay
 from index.sources import (
+    SourceStates,
     recorded_sources,
     records_by_source,
     source_changes,
-    source_manifest,
     source_signatures,
+    source_state,
     sources_unchanged,
 )
 from index.backend import Searcher, WriteReport
@@ -106,7 +108,8 @@ EMPTY_INDEX = "the index is empty: /search returns no results and /ask abstains 
 def index_notes(index: LoadedIndex) -> list[str]:
     """One line per thing an operator should know about ``index``: records skipped at ingest, an empty index."""
     notes = []
-    skipped = index.manifest.get("skipped", {"records": 0, "first": []})
+    state = SourceStates(index.path.parent.parent).of(index.path)
+    skipped = state.get("skipped", {"records": 0, "first": []})
     if skipped["records"]:
         more = " …" if skipped["records"] > len(skipped["first"]) else ""
         notes.append(f"skipped {skipped['records']} records without text: {', '.join(skipped['first'])}{more}")
@@ -160,42 +163,28 @@ def _ingest(
     with build_progress(show_progress) as progress:
         signatures = source_signatures(paths)
         corpus = read_sources(paths, progress)
-        documents = corpus.documents
         embedder = load_embedder(settings)
         config = index_config(settings, embedder)
-        chunker = make_chunker(settings, embedder)
-        with indexing_embedder(settings, embedder) as encoder:
-            built = not add or store.current() is None
-            if built:
-                build_index(
-                    documents, store, encoder, chunker, config, progress=progress,
-                    extra_manifest=source_manifest(paths, records_by_source(paths, corpus), corpus.skipped, signatures),
-                    dense_kind=settings.dense_index, reset_sources=[str(p.resolve()) for p in paths],
-                    logged_as=logged_as,
-                )
-                report = WriteReport(added=[d.doc_id for d in documents])
-            else:
-                with store.writing():  # the sources recorded are read and extended in the same update
-                    manifest = store.manifest()
-                    manifest_version = store.current().name  # type: ignore[union-attr] - checked above
-                    records = recorded_sources(manifest)
-                    added = records_by_source(paths, corpus)
-                    # a source added again replaces its records and moves to the end (sources are re-read
-                    # later-wins, in this order)
-                    records = {key: value for key, value in records.items() if key not in added} | added
-                    sources = [p for p in manifest.get("sources", []) if p not in added] + list(added)
-                    # only the added sources' signatures are new: a pending edit of another source stays pending
-                    signatures = {**manifest.get("source_signatures", {}), **signatures}
-                    extra = source_manifest([Path(p) for p in sources], records, corpus.skipped, signatures)
-                    path, report = update_index(
-                        store, encoder, chunker, config, upserts=documents, extra_manifest=extra,
-                        progress=progress, dense_kind=settings.dense_index,
-                    )
-                    if path.name == manifest_version:  # no document changed: record the sources all the same
-                        store.update_manifest(extra)
+        with indexing_embedder(settings, embedder) as encoder, store.writing():
+            # the sources recorded are read and extended in the same write
+            live = store.live_or_none()
+            replace = not add or live is None
+            records = records_by_source(paths, corpus)
+            if not replace:
+                state = SourceStates(store.root).of(live)
+                # a source added again replaces its records and moves to the end (sources are re-read later-wins,
+                # in this order); only the added sources' signatures are new: a pending edit of another source
+                # stays pending
+                records = {key: value for key, value in recorded_sources(state).items() if key not in records} | records
+                paths = [Path(p) for p in state.get("sources", []) if p not in records] + [Path(p) for p in records]
+                signatures = {**state.get("source_signatures", {}), **signatures}
+            _, report = write_index(
+                store, encoder, make_chunker(settings, embedder), config, corpus.documents, replace=replace,
+                sources=source_state(paths, records, corpus.skipped, signatures),
+                reset_sources=[str(p.resolve()) for p in paths],
+                options=WriteOptions(dense_kind=settings.dense_index, progress=progress, logged_as=logged_as),
+            )
     index = store.load()
-    if built:  # a new index: every passage was embedded
-        report.passages_embedded, report.version = len(index.passages), index.path.name
     for note in index_notes(index):
         log.info("%s (%s)", note, index.path)
     return index, report
@@ -207,31 +196,34 @@ def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
     Recovery first (:func:`recover_index`): a version that fails verification is moved aside, never served; the
     newest verified one plus the write log's acknowledged writes is what is served.
 
-    The sources are those recorded in the live index's manifest (what ``citerag index PATHS`` and
-    ``citerag index --add PATHS`` built it from), or ``settings.corpus`` on first run. When their files' sizes and
-    modification times are as recorded, the index is served as it is (no file is read). Otherwise the sources are
-    re-read (later-added sources winning) under the index's write lock, and what changed in them is applied
-    (:func:`source_changes`); when nothing did, only the recorded signature is refreshed. A change of index settings
-    rebuilds the live documents with those changes (documents added, replaced or deleted through the API stay so).
-    Sources that no longer exist leave the index as it is (logged).
+    The sources are those recorded in the live version's source state (:mod:`index.sources`: what
+    ``citerag index PATHS`` and ``citerag index --add PATHS`` built it from), or ``settings.corpus`` on first run.
+    When their files' sizes and modification times are as recorded, the index is served as it is (no file is read).
+    Otherwise the sources are re-read (later-added sources winning) under the index's write lock, and what changed
+    in them is applied (:func:`~index.sources.source_changes`); when nothing did, only the recorded signatures are
+    refreshed. A change of index settings rebuilds the live documents with those changes (documents added, replaced
+    or deleted through the API stay so). Sources that no longer exist leave the index as it is (logged).
 
     Raises:
         IndexUnrecoverable: acknowledged writes cannot all be restored (the message says how to recover).
     """
     store = IndexStore(settings.index_dir)
+    states = SourceStates(store.root)
     embedder = load_embedder(settings)
     wanted_config = index_config(settings, embedder)
     with store.writing():  # recovered, or found empty and built, with no `citerag index` in between
         index = recover_index(settings, show_progress)
         if index is None:
             return build(settings, list(settings.corpus), show_progress=show_progress)
-    paths = [Path(p) for p in index.manifest.get("sources", settings.corpus)]
-    if index.config == wanted_config and sources_unchanged(index.manifest, paths):
+    state = states.of(index.path)
+    paths = [Path(p) for p in state.get("sources", settings.corpus)]
+    if index.config == wanted_config and sources_unchanged(state, paths):
         return index
     with store.writing():  # the live version, the sources and the records are read and replaced in one step
         if store.current() != index.path:  # another writer committed meanwhile
             index = store.load()
-            paths = [Path(p) for p in index.manifest.get("sources", settings.corpus)]
+            state = states.of(index.path)
+            paths = [Path(p) for p in state.get("sources", settings.corpus)]
         try:
             signatures = source_signatures(paths)  # before the read (see source_signatures)
             with build_progress(show_progress) as progress:
@@ -240,42 +232,34 @@ def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
             log.warning("the index's sources cannot be read (%s); serving the index as it is, not following them", exc)
             if index.config == wanted_config:
                 return index
-            upserts, deletes = [], []
-            # the sources stay recorded as they were, so they are followed again once readable
-            extra = {k: v for k, v in index.manifest.items() if k.startswith(("source", "skipped"))}
+            upserts, deletes = [], []  # the sources stay recorded as they were, followed again once readable
         else:
             records = records_by_source(paths, corpus)
-            upserts, deletes = source_changes(index, paths, corpus, records)
-            extra = source_manifest(paths, records, corpus.skipped, signatures)
+            upserts, deletes = source_changes(state, index.documents, paths, corpus, records)
+            state = source_state(paths, records, corpus.skipped, signatures)
+        # what the files record needs no log entry: a lost version's changes are found in the files again
+        options = WriteOptions(dense_kind=settings.dense_index, log_write=False)
         with build_progress(show_progress) as progress, indexing_embedder(settings, embedder) as encoder:
+            options = dataclasses.replace(options, progress=progress)
+            chunker = make_chunker(settings, embedder)
             if index.config != wanted_config:
                 log.info("index settings changed since the index was built; rebuilding (%d source records new or "
                          "changed, %d gone)", len(upserts), len(deletes))
                 documents = {doc_id: doc for doc_id, doc in index.documents.items() if doc_id not in deletes}
                 documents.update((doc.doc_id, doc) for doc in upserts)  # the API's documents and edits are kept
-                build_index(
-                    list(documents.values()), store, encoder, make_chunker(settings, embedder), wanted_config,
-                    progress=progress, extra_manifest={**extra, "wal_seq": index.wal_seq},
-                    dense_kind=settings.dense_index,
-                )
-                return store.load()
-            if not upserts and not deletes:
-                log.info("source files touched but their records are unchanged; index kept, signature refreshed")
-                index.manifest = store.update_manifest(extra)
-                return index
-            log.info("sources changed since the index was built: %d records new or changed, %d gone; updating",
-                     len(upserts), len(deletes))
-            update_index(
-                store, encoder, make_chunker(settings, embedder), wanted_config, upserts=upserts, deletes=deletes,
-                extra_manifest=extra, progress=progress, dense_kind=settings.dense_index, log_write=False,
-            )
+                write_index(store, encoder, chunker, wanted_config, list(documents.values()), replace=True,
+                            sources=state, options=options)
+            else:
+                log.info("sources changed since the index was built: %d records new or changed, %d gone",
+                         len(upserts), len(deletes))
+                write_index(store, encoder, chunker, wanted_config, upserts, deletes, sources=state, options=options)
     return store.load()
 
 
 def recover_index(settings: Settings, show_progress: bool = True) -> LoadedIndex | None:
     """Serve-safe start: under the write lock, move versions that fail verification aside, make the newest
     verified one live and replay the write log's entries it does not hold (:mod:`index.recovery`): each write step
-    through :func:`~index.build.update_index`, a full build from its recorded sources (never ``settings.corpus``)
+    through :func:`~index.build.write_index`, a full build from its recorded sources (never ``settings.corpus``)
     through :func:`build`. Returns the live index, or ``None`` when nothing was ever indexed.
 
     Raises:

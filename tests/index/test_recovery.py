@@ -34,14 +34,21 @@ def write(s: StandInIndex, upserts=(), deletes=()):  # noqa: ANN201 - (Path, Wri
     return update_index(s.store, s.embedder, s.chunker, s.config, upserts=upserts, deletes=deletes)
 
 
+def full_build(s: StandInIndex, docs: list[Document], sources: list[str], logged_as: int | None = None) -> Path:
+    """A full build from files, as `citerag index PATHS` does it (logged as a reset, or as replayed entry
+    ``logged_as``). Returns the version directory."""
+    from index.build import WriteOptions, write_index
+
+    return write_index(s.store, s.embedder, s.chunker, s.config, docs, replace=True, sources={"sources": sources},
+                       reset_sources=sources, options=WriteOptions(logged_as=logged_as))[0]
+
+
 def restart(s: StandInIndex, sources: Path | None = None):  # noqa: ANN201 - LoadedIndex
     """What a start does: recover, replay, serve (a reset step re-reads ``sources``)."""
-    from index.build import build_index
     from index.ingest import load_documents
 
     def rebuild(paths: list[str], seq: int) -> None:
-        build_index(load_documents([Path(p) for p in paths]), s.store, s.embedder, s.chunker, s.config,
-                    show_progress=False, extra_manifest={"sources": paths}, logged_as=seq)
+        full_build(s, load_documents([Path(p) for p in paths]), paths, logged_as=seq)
 
     with s.store.writing():
         return replay(s.store, recover(s.store), s.embedder, s.chunker, rebuild)
@@ -49,11 +56,8 @@ def restart(s: StandInIndex, sources: Path | None = None):  # noqa: ANN201 - Loa
 
 def three_then_two(s: StandInIndex, tmp_path: Path) -> Path:
     """The issue's scenario: 3 documents built from a file (v1), 2 more written (v2). Returns v2's directory."""
-    from index.build import build_index
-
     path = source_file(tmp_path, [doc(i) for i in range(3)])
-    build_index([doc(i) for i in range(3)], s.store, s.embedder, s.chunker, s.config, show_progress=False,
-                extra_manifest={"sources": [str(path)]}, reset_sources=[str(path)])
+    full_build(s, [doc(i) for i in range(3)], [str(path)])
     version, report = write(s, upserts=[doc(3), doc(4)])
     assert report.added == ["d3", "d4"]
     return version
@@ -171,11 +175,8 @@ def test_a_damaged_live_version_is_set_aside_and_every_write_restored(
 def test_with_no_verified_version_the_index_is_rebuilt_from_the_logged_sources(
     stand_in: StandInIndex, tmp_path: Path
 ) -> None:
-    from index.build import build_index
-
     path = source_file(tmp_path, [doc(i) for i in range(3)])
-    v1 = build_index([doc(i) for i in range(3)], stand_in.store, stand_in.embedder, stand_in.chunker,
-                     stand_in.config, show_progress=False, reset_sources=[str(path)])
+    v1 = full_build(stand_in, [doc(i) for i in range(3)], [str(path)])
     (v1 / "passages.jsonl").write_text("")
     index = restart(stand_in)
     assert sorted(index.documents) == ["d0", "d1", "d2"] and index.manifest["wal_seq"] == 1

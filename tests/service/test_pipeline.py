@@ -9,10 +9,17 @@ from pathlib import Path
 
 import pytest
 
+from index.sources import SourceState, SourceStates
+from index.store import LoadedIndex
 from service.pipeline import ensure_index
 from tests.conftest import SEEDS
 
 pytestmark = pytest.mark.slow
+
+
+def state(index: LoadedIndex) -> SourceState:
+    """The source state recorded for ``index``'s version (``<index_dir>/sources.json``)."""
+    return SourceStates(index.path.parent.parent).of(index.path)
 
 
 def test_built_once_reused_and_rebuilt_when_the_corpus_changes(settings_factory, seed_corpus: Path) -> None:
@@ -22,7 +29,7 @@ def test_built_once_reused_and_rebuilt_when_the_corpus_changes(settings_factory,
 
     first = ensure_index(settings, show_progress=False)
     assert len(first.documents) == 19
-    assert first.manifest["sources"] == [str(corpus.resolve())]
+    assert state(first)["sources"] == [str(corpus.resolve())]
     assert ensure_index(settings, show_progress=False).path == first.path  # unchanged: reused
 
     with (corpus / seed.name).open("a", encoding="utf-8") as handle:
@@ -65,7 +72,7 @@ def test_start_up_applies_source_changes_as_an_update_and_keeps_api_documents(se
     assert dropped.doc_id not in updated.documents  # left the source: removed
     assert "zx-1" in updated.documents  # added through the API: kept
     assert len(updated.documents) == 19 + 1  # 18 kept + 1 new from the file + the API document
-    assert updated.manifest["source_signatures"] != first.manifest["source_signatures"]
+    assert state(updated)["source_signatures"] != state(first)["source_signatures"]
     assert ensure_index(settings, show_progress=False).path == updated.path  # unchanged stat: no re-read
 def _jsonl(path: Path, records: list[tuple[str, str]]) -> Path:
     path.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in records), encoding="utf-8")
@@ -105,7 +112,7 @@ def test_a_touched_or_edited_source_keeps_api_writes_and_later_adds(settings_fac
     _jsonl(a, [("X", "Xylofoam v1 compresses caches."), ("Z", "Zebrawire routes packets."),
                ("V", "Vortexdb shards vectors.")])
     dropped = ensure_index(settings, show_progress=False)
-    assert "W" not in dropped.documents and "W" not in dropped.manifest["source_records"][str(a.resolve())]
+    assert "W" not in dropped.documents and "W" not in state(dropped)["source_records"][str(a.resolve())]
     assert ensure_index(settings, show_progress=False).path == dropped.path  # signature refreshed: no re-read
     _jsonl(a, [("X", "Xylofoam v1 compresses caches."), ("Z", "Zebrawire routes packets."),
                ("V", "Vortexdb shards vectors."), ("W", "Wombatnet v2 prunes graphs faster.")])
@@ -131,7 +138,7 @@ def test_a_re_added_source_replaces_its_records(settings_factory, tmp_path: Path
     added, report = add_sources(settings, [t], show_progress=False)
     assert (report.added, report.passages_embedded) == (["Y2"], 1)
     assert {"Y", "Y2"} <= set(added.documents)  # --add adds; it does not remove Y
-    assert added.manifest["source_records"][str(t.resolve())].keys() == {"Y2"}
+    assert state(added)["source_records"][str(t.resolve())].keys() == {"Y2"}
     os.utime(a, ns=(a.stat().st_atime_ns, a.stat().st_mtime_ns + 10**9))  # an unrelated touch deletes nothing
     assert {"A", "Y", "Y2"} <= set(ensure_index(settings, show_progress=False).documents)
 
@@ -142,9 +149,9 @@ def test_an_index_from_before_record_fingerprints_keeps_api_edits(tmp_path: Path
 
     a = _jsonl(tmp_path / "a.jsonl", [("X", "Xylofoam compresses caches."), ("N", "Newt is new in the file.")])
     api_x = make_document("Xylofoam as edited through the API.", "", "X")
-    legacy = type("Index", (), {"manifest": {"source_documents": ["X", "Z"]}, "documents": {"X": api_x, "Z": api_x}})
+    legacy = {"source_documents": ["X", "Z"]}  # the state of an index written before record fingerprints
     corpus = read_corpus([a], later_wins=True)
-    upserts, deletes = source_changes(legacy, [a], corpus, records_by_source([a], corpus))  # type: ignore[arg-type]
+    upserts, deletes = source_changes(legacy, {"X": api_x, "Z": api_x}, [a], corpus, records_by_source([a], corpus))
     assert [d.doc_id for d in upserts] == ["N"] and deletes == ["Z"]  # X's record: unknown, so left as the API made it
 
 
@@ -185,7 +192,7 @@ def test_adds_record_sources_without_hiding_other_pending_edits(settings_factory
     # an --add that changes no document still records its source, which is then followed
     copy = _jsonl(tmp_path / "copy.jsonl", [("Q", "Quagga queues.")])
     added = build(settings, [copy], show_progress=False, add=True)
-    assert added.manifest["sources"][-1] == str(copy.resolve())
+    assert state(added)["sources"][-1] == str(copy.resolve())
     _jsonl(copy, [("Q", "Quagga queues, edited.")])
     assert "edited" in ensure_index(settings, show_progress=False).documents["Q"].text
 
