@@ -12,7 +12,7 @@ cache is off in both rows). Rows:
 - ``citerag index --add``: the command a user runs, as a subprocess, wall time from start to exit (Python start-up,
   imports, model load, reading the live version, embedding the new passages, rebuilding BM25 over every passage,
   adding to FAISS, writing and verifying the new version);
-- ``build(add=True)`` in process: :func:`service.pipeline.build` with the encoder already loaded: what a running
+- ``build(add=True)`` in process: :func:`citerag.service.pipeline.build` with the encoder already loaded: what a running
   service pays for ``POST /documents`` of the same abstracts.
 
 The full rebuild it replaces is quoted from the same run's encoder: the index's passages at the ``build(add=True)``
@@ -57,9 +57,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {shared / SCIFACT_CORPUS} not found: pass --shared DIR", file=sys.stderr)
         return 2
 
-    from index.store import IndexStore
-    from service.pipeline import build
-    from service.settings import Settings
+    from citerag.index.store import IndexStore
+    from citerag.service.pipeline import build
+    from citerag.service.settings import Settings
 
     indexes = BenchIndexes()
     _, base = indexes.abstracts(shared)

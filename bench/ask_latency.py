@@ -29,8 +29,8 @@ from bench.common import (
     require_shared,
     serve,
 )
-from service.evaluate import load_devset
-from service.settings import PROJECT_ROOT
+from citerag.eval.retrieval import load_devset
+from citerag.service.settings import PROJECT_ROOT
 
 DEVSET = PROJECT_ROOT / "eval" / "devset.jsonl"
 FIRST_TOKEN_SLACK_MS = 300.0  # issue 4: the first token may trail prompt evaluation by at most this

@@ -6,7 +6,7 @@ dev set and on SciFact, with the same passages and the same vectors on both side
 The embedded indexes are the ones ``citerag`` builds (the dev-set corpus into ``<work>/seeds-index``, SciFact taken
 from ``--scifact-index``, default ``.citerag-bench/scifact`` as ``citerag eval --benchmark`` leaves it); nothing is
 re-embedded for Milvus: its passages and vectors are read from the embedded index (``DenseIndex.vectors``)
-and written with :meth:`index.milvus.MilvusBackend.write_passages`. Queries are encoded by the same MiniLM on both
+and written with :meth:`citerag.index.milvus.MilvusBackend.write_passages`. Queries are encoded by the same MiniLM on both
 sides. Writes ``<out>/backends.md`` (between the generated markers) and ``<out>/backends.json``.
 """
 
@@ -23,15 +23,15 @@ from typing import Any
 import ir_measures
 import numpy as np
 
-from index.chunking import Chunker
-from index.milvus import Analyzer, MilvusBackend
-from index.retrieve import Retriever
-from index.store import IndexStore, LoadedIndex
-from index.text import fold
-from index.types import FusionMethod, RetrievalMode
-from service.evaluate import DEPTH, document_run, load_beir, load_devset, metrics_table, score, write_report
-from service.pipeline import ensure_index, load_embedder
-from service.settings import PROJECT_ROOT, Settings
+from citerag.index.chunking import Chunker
+from citerag.index.milvus import Analyzer, MilvusBackend
+from citerag.index.retrieve import Retriever
+from citerag.index.store import IndexStore, LoadedIndex
+from citerag.index.text import fold
+from citerag.index.types import FusionMethod, RetrievalMode
+from citerag.eval.retrieval import DEPTH, document_run, load_beir, load_devset, metrics_table, score, write_report
+from citerag.service.pipeline import ensure_index, load_embedder
+from citerag.service.settings import PROJECT_ROOT, Settings
 
 class CachedQueries:
     """The shared MiniLM with a memo of query vectors: every run on both backends encodes the same few hundred

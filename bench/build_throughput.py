@@ -13,7 +13,7 @@ table shows each row's median run and the range (a shared 2-core machine drifts 
 - raw onnxruntime int8: an ``InferenceSession`` (one intra-op thread) on the int8 model citerag exports, fed one
   tokenized passage per run from one Python thread per core (as citerag's ``OnnxEmbedder``), mean-pooled and
   normalised in numpy;
-- citerag build: ``service.pipeline.build`` on a JSONL file of those abstracts (read + chunk + BM25 + embed + FAISS
+- citerag build: ``citerag.service.pipeline.build`` on a JSONL file of those abstracts (read + chunk + BM25 + embed + FAISS
   + write and verify-load), with an empty embedding cache, on the backend of ``--backend`` (default: the default).
 
 The table's ratio is the build's passages/s over the raw encoder of the same backend (target >= 0.90). The table
@@ -55,7 +55,7 @@ def raw_torch(texts: list[str]) -> dict[str, float]:
     """``SentenceTransformer.encode`` on ``texts`` (the packaged model, CPU)."""
     from sentence_transformers import SentenceTransformer
 
-    from service.models import embedding_model_dir
+    from citerag.service.models import embedding_model_dir
 
     model = SentenceTransformer(str(embedding_model_dir()), device="cpu", local_files_only=True)
     model.encode(texts[:WARMUP], batch_size=TORCH_BATCH, normalize_embeddings=True)
@@ -71,8 +71,8 @@ def raw_onnx(texts: list[str], model_path: str) -> dict[str, float]:
     import onnxruntime as ort
     from transformers import AutoTokenizer
 
-    from index.embed_onnx import DISABLED_OPTIMIZERS
-    from service.models import embedding_model_dir
+    from citerag.index.embed_onnx import DISABLED_OPTIMIZERS
+    from citerag.service.models import embedding_model_dir
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
@@ -98,10 +98,10 @@ def raw_onnx(texts: list[str], model_path: str) -> dict[str, float]:
 
 
 def citerag_build(corpus: str, workdir: str, backend: str) -> dict[str, float]:
-    """``service.pipeline.build`` of ``corpus`` into ``workdir`` with an empty embedding cache and no earlier index
+    """``citerag.service.pipeline.build`` of ``corpus`` into ``workdir`` with an empty embedding cache and no earlier index
     (model loaded first)."""
-    from service.pipeline import build, load_embedder
-    from service.settings import Settings
+    from citerag.service.pipeline import build, load_embedder
+    from citerag.service.settings import Settings
 
     settings = Settings(
         index_dir=Path(workdir) / f"index-{backend}",
@@ -117,7 +117,7 @@ def citerag_build(corpus: str, workdir: str, backend: str) -> dict[str, float]:
 
 def export_onnx(workdir: str) -> str:
     """The int8 model citerag uses, exported into ``workdir``'s cache (not timed)."""
-    from service.models import onnx_int8_model
+    from citerag.service.models import onnx_int8_model
 
     return str(onnx_int8_model(Path(workdir) / "cache"))
 
@@ -133,11 +133,11 @@ def select_passages(corpus: Path, n: int) -> tuple[list[dict[str, Any]], list[st
     ``(JSONL records of those abstracts, the passages' model texts)``."""
     from transformers import AutoTokenizer
 
-    from index.build import chunk_documents, passage_texts
-    from index.chunking import Chunker
-    from index.ingest import iter_documents
-    from service.models import embedding_model_dir
-    from service.settings import Settings
+    from citerag.index.build import chunk_documents, passage_texts
+    from citerag.index.chunking import Chunker
+    from citerag.index.ingest import iter_documents
+    from citerag.service.models import embedding_model_dir
+    from citerag.service.settings import Settings
 
     settings = Settings()
     chunker = Chunker(AutoTokenizer.from_pretrained(str(embedding_model_dir())), 256, settings.chunk_tokens,
@@ -174,7 +174,7 @@ def load_average() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from service.settings import DEFAULT_EMBEDDING_BACKEND
+    from citerag.service.settings import DEFAULT_EMBEDDING_BACKEND
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS,

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from index.embed import Embedder
-from index.ingest import load_documents
-from index.types import Document, Passage
-from service.settings import PROJECT_ROOT
+from citerag.index.embed import Embedder
+from citerag.index.ingest import load_documents
+from citerag.index.types import Document, Passage
+from citerag.service.settings import PROJECT_ROOT
 
 SHARED_DEFAULT = PROJECT_ROOT.parent / "shared"  # documented as ../shared relative to the repository root
 ML_ABSTRACTS = Path("corpora") / "ml_abstracts.jsonl.gz"  # 22,981 abstracts, relative to the shared folder
@@ -201,7 +201,7 @@ class PrecomputedEmbedder:
     Args:
         name, dim: the real encoder's (the retriever checks them against the index).
         vectors: ``{text: float32 vector of shape (dim,)}``, keyed by the exact text the retriever encodes
-            (the folded query, :func:`index.text.fold`).
+            (the folded query, :func:`citerag.index.text.fold`).
 
     Raises:
         KeyError: ``encode`` got a text that was not precomputed.
@@ -286,10 +286,10 @@ def serve(index_dir: Path, timeout_s: float = 900.0, env: dict[str, str] | None 
 
 
 def source_state(paths: Sequence[Path], documents: Sequence[Document]) -> dict[str, object]:
-    """The source state (:mod:`index.sources`) ``citerag serve`` uses to decide whether an index is up to date with
-    its sources (see :func:`service.pipeline.ensure_index`): a bench index records the files it was built from, so
+    """The source state (:mod:`citerag.index.sources`) ``citerag serve`` uses to decide whether an index is up to date with
+    its sources (see :func:`citerag.service.pipeline.ensure_index`): a bench index records the files it was built from, so
     serving it never re-indexes. Every record is listed under the last source (they are compared later-wins)."""
-    from index.sources import record_fingerprint, source_state as state_of
+    from citerag.index.sources import record_fingerprint, source_state as state_of
 
     records = {doc.doc_id: record_fingerprint(doc) for doc in documents}
     return state_of(list(paths), {str(Path(paths[-1]).resolve()): records} if paths else {})
@@ -311,7 +311,7 @@ class BenchIndex:
     """A bench index directory and how it was built.
 
     Attributes:
-        directory: the :class:`~index.store.IndexStore` root (serve it with ``citerag serve --index-dir``).
+        directory: the :class:`~citerag.index.store.IndexStore` root (serve it with ``citerag serve --index-dir``).
         built_now: whether this run built it (else it was reused).
         timings_s: seconds per build step, as recorded when it was built (``write_version``: BM25 tokenising and
             indexing, FAISS, files and checksums; embedding is not included).
@@ -331,15 +331,15 @@ def bench_index(
     dense_kind: str = "auto",
 ) -> BenchIndex:
     """The index of ``documents`` in ``directory``: reused when it was built from the same documents (by
-    :func:`index.store.corpus_fingerprint`), settings and sources, else built with
-    :func:`index.build.write_version` from ``make()`` = ``(passages, vectors, timings_s so far)``.
+    :func:`citerag.index.store.corpus_fingerprint`), settings and sources, else built with
+    :func:`citerag.index.build.write_version` from ``make()`` = ``(passages, vectors, timings_s so far)``.
 
     The manifest records ``sources`` (files that hold exactly ``documents``) so ``citerag serve`` serves the index
     as it is instead of re-indexing it from the default corpus.
     """
-    from index.build import write_version
-    from index.dense import choose_kind
-    from index.store import IndexStore, corpus_fingerprint
+    from citerag.index.build import write_version
+    from citerag.index.dense import choose_kind
+    from citerag.index.store import IndexStore, corpus_fingerprint
 
     key = hashlib.sha256(
         json.dumps([BENCH_INDEX_FORMAT, corpus_fingerprint(documents), dataclasses.asdict(config), dense_kind,  # type: ignore[call-overload]
@@ -366,18 +366,18 @@ def bench_index(
 
 class BenchIndexes:
     """Builds (or reuses) the bench indexes with the service's settings and encoder, embedding through the
-    project's :class:`~index.embed_cache.CachedEmbedder` (under ``.citerag-bench/embeddings``), so each distinct
+    project's :class:`~citerag.index.embed_cache.CachedEmbedder` (under ``.citerag-bench/embeddings``), so each distinct
     passage is encoded once across runs and sizes.
 
     Attributes:
         settings, embedder, config, chunker: as ``citerag index`` would use them.
-        embedder_load_s: seconds :func:`service.pipeline.load_embedder` took (imports included).
+        embedder_load_s: seconds :func:`citerag.service.pipeline.load_embedder` took (imports included).
     """
 
     def __init__(self) -> None:
-        from index.embed_cache import CachedEmbedder
-        from service.pipeline import index_config, load_embedder, make_chunker
-        from service.settings import Settings
+        from citerag.index.embed_cache import CachedEmbedder
+        from citerag.service.pipeline import index_config, load_embedder, make_chunker
+        from citerag.service.settings import Settings
 
         self.settings = Settings()
         started = time.perf_counter()
@@ -389,7 +389,7 @@ class BenchIndexes:
 
     def embedded(self, documents: Sequence[Document]) -> tuple[list[Passage], np.ndarray, dict[str, float]]:
         """``(passages, vectors, {"chunking": seconds})`` of ``documents``; vectors float32 ``(n, dim)``."""
-        from index.build import chunk_documents, passage_texts
+        from citerag.index.build import chunk_documents, passage_texts
 
         started = time.perf_counter()
         passages = chunk_documents(list(documents), self.chunker)
@@ -437,7 +437,7 @@ class BenchIndexes:
 
 def _passages_and_vectors(directory: Path) -> tuple[list[Passage], np.ndarray, dict[str, float]]:
     """The passages and vectors of the live index in ``directory`` (no chunking, no embedding)."""
-    from index.store import IndexStore
+    from citerag.index.store import IndexStore
 
     index = IndexStore(directory).load()
     return index.passages, index.dense.vectors(), {}

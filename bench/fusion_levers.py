@@ -15,14 +15,14 @@ from pathlib import Path
 
 import ir_measures
 
-from index.bm25 import BM25Index
-from index.chunking import model_text
-from index.fusion import bounded_score_fusion, reciprocal_rank_fusion, weighted_score_fusion
-from index.tokenize import tokenize, tokenize_many
-from index.types import Hit
-from service.evaluate import BENCHMARK_MEASURES, load_beir, load_devset, metrics_table, score
-from service.pipeline import ensure_index, open_retriever
-from service.settings import PROJECT_ROOT, Settings
+from citerag.index.bm25 import BM25Index
+from citerag.index.chunking import model_text
+from citerag.index.fusion import bounded_score_fusion, reciprocal_rank_fusion, weighted_score_fusion
+from citerag.index.tokenize import tokenize, tokenize_many
+from citerag.index.types import Hit
+from citerag.eval.retrieval import BENCHMARK_MEASURES, load_beir, load_devset, metrics_table, score
+from citerag.service.pipeline import ensure_index, open_retriever
+from citerag.service.settings import PROJECT_ROOT, Settings
 
 def main(target: str) -> None:
     kinds: dict[str, str] = {}

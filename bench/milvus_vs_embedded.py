@@ -5,8 +5,8 @@
 What is measured, on the same passages (citerag's chunker, real MiniLM word pieces) and the same vectors:
 
 - ingest: passages/s from chunked passages with their vectors already computed -- the embedded backend's BM25
-  tokenisation + bm25s index + FAISS + versioned write (:func:`index.store.IndexStore.write`), Milvus's
-  :meth:`~index.milvus.MilvusBackend.write_passages` (BM25 tokenisation, upserts, flush). Chunking and encoding
+  tokenisation + bm25s index + FAISS + versioned write (:func:`citerag.index.store.IndexStore.write`), Milvus's
+  :meth:`~citerag.index.milvus.MilvusBackend.write_passages` (BM25 tokenisation, upserts, flush). Chunking and encoding
   are the same code for both and are not timed.
 - latency: ``search(query, k=10)`` per mode, ms per query (p50/p95/p99) over ``--queries`` queries after 5
   warm-up queries, the way the API's /search calls it.
@@ -32,18 +32,18 @@ from pathlib import Path
 
 import numpy as np
 
-from index.bm25 import BM25Index
-from index.build import chunk_documents
-from index.chunking import Chunker, model_text
-from index.dense import DenseIndex
-from index.ingest import load_documents
-from index.milvus import MilvusBackend
-from index.retrieve import Retriever
-from index.store import IndexConfig, IndexStore
-from index.tokenize import tokenize_many
-from index.types import Document, Passage
-from service.models import embedding_model_dir
-from service.settings import PROJECT_ROOT
+from citerag.index.bm25 import BM25Index
+from citerag.index.build import chunk_documents
+from citerag.index.chunking import Chunker, model_text
+from citerag.index.dense import DenseIndex
+from citerag.index.ingest import load_documents
+from citerag.index.milvus import MilvusBackend
+from citerag.index.retrieve import Retriever
+from citerag.index.store import IndexConfig, IndexStore
+from citerag.index.tokenize import tokenize_many
+from citerag.index.types import Document, Passage
+from citerag.service.models import embedding_model_dir
+from citerag.service.settings import PROJECT_ROOT
 
 DIM = 384  # all-MiniLM-L6-v2's dimension
 MODES = ("bm25", "dense", "hybrid")

@@ -13,7 +13,7 @@ What is timed, one query at a time (200 titles of the 22,981-abstract corpus dra
   model, and that encoding is timed on its own row.
 - raw bm25s: ``BM25.get_scores(token ids)`` on the same index files and query tokens + a plain numpy top-k
   (``bm25s.selection.topk``, which is slower here, is timed on its own row).
-- raw FAISS: ``index.search`` on the same ``dense.faiss`` (same kind; HNSW at the same efSearch) with one OpenMP
+- raw FAISS: ``citerag.index.search`` on the same ``dense.faiss`` (same kind; HNSW at the same efSearch) with one OpenMP
   thread, as citerag searches (FAISS's default, every core, is timed on its own row).
 - raw hybrid: raw bm25s top-100 + raw FAISS top-100 (citerag's candidate depth), without fusion.
 
@@ -57,13 +57,13 @@ from bench.common import (
     time_each,
     write_jsonl,
 )
-from index.build import passage_texts
-from index.dense import HNSW_EF_SEARCH, DenseIndex, omp_threads
-from index.retrieve import Retriever
-from index.store import IndexConfig, LoadedIndex, load_version
-from index.text import fold
-from index.tokenize import tokenize, tokenize_many
-from index.types import Document
+from citerag.index.build import passage_texts
+from citerag.index.dense import HNSW_EF_SEARCH, DenseIndex, omp_threads
+from citerag.index.retrieve import Retriever
+from citerag.index.store import IndexConfig, LoadedIndex, load_version
+from citerag.index.text import fold
+from citerag.index.tokenize import tokenize, tokenize_many
+from citerag.index.types import Document
 
 SIZES = ("seed", "abstracts", "abstracts-flat", "replicated")
 K = 10
@@ -102,7 +102,7 @@ class Raw:
         return self.faiss.search(vector, k)
 
     def dense_top_one_thread(self, vector: np.ndarray, k: int) -> object:
-        """FAISS search with one OpenMP thread, as citerag searches (``index.dense.SEARCH_THREADS``)."""
+        """FAISS search with one OpenMP thread, as citerag searches (``citerag.index.dense.SEARCH_THREADS``)."""
         with omp_threads(1):
             return self.faiss.search(vector, k)
 
@@ -162,7 +162,7 @@ def latency_rows(label: str, index: LoadedIndex, retriever: Retriever, raw: Raw,
 
 
 def profiled_load(path: Path) -> tuple[LoadedIndex, dict[str, float]]:
-    """:func:`index.store.load_version` under cProfile: the index and seconds per step (checksums, JSONL parsing,
+    """:func:`citerag.index.store.load_version` under cProfile: the index and seconds per step (checksums, JSONL parsing,
     bm25s load, FAISS load, the rest: building Document/Passage objects and the per-document row map)."""
     profile = cProfile.Profile()
     started = time.perf_counter()
@@ -307,7 +307,7 @@ def main() -> None:
         f"{len(queries)} title queries of the {len(abstracts):,}-abstract corpus (seed 0), k = {K}, one at a time; "
         "citerag times exclude the query embedding (first row); raw bm25 = bm25s get_scores on the same index files "
         "and query tokens + a plain numpy top-k (argpartition of -scores, argsort of the k); raw dense = FAISS "
-        "index.search on the same dense.faiss with one OpenMP thread, as citerag searches (index.dense."
+        "citerag.index.search on the same dense.faiss with one OpenMP thread, as citerag searches (index.dense."
         "SEARCH_THREADS), HNSW at citerag's efSearch; raw hybrid = raw bm25 top-100 + raw dense top-100 (citerag's "
         "candidate depth) without fusion; ratio = citerag / raw. Timed apart: 'bm25s.selection.topk' = bm25s's own "
         "top-k (numpy backend; bm25s uses JAX when installed, not here) after the same get_scores; 'FAISS's default "

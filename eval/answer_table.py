@@ -20,14 +20,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from index.errors import ModelNotFound  # noqa: E402
-from service.answer_eval import evaluate_answers  # noqa: E402
-from service.evaluate import load_devset, metrics_table, write_report  # noqa: E402
-from service.pipeline import ensure_index, open_answerer, open_retriever  # noqa: E402
-from service.settings import Settings  # noqa: E402
+from citerag.index.errors import ModelNotFound
+from citerag.eval.answers import evaluate_answers
+from citerag.eval.retrieval import load_devset, metrics_table, write_report
+from citerag.service.pipeline import ensure_index, open_answerer, open_retriever
+from citerag.service.settings import Settings
 
 
 def main() -> int:

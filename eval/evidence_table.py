@@ -12,12 +12,12 @@ import itertools
 import json
 from pathlib import Path
 
-from service import qa_metrics as m
-from service.answering.evidence import select_evidence
-from service.context import merge_same_document
-from service.pipeline import ensure_index, load_embedder, open_retriever
-from service.qa_eval import half, load_qa, sample
-from service.settings import Settings
+from citerag.eval import qa_metrics as m
+from citerag.service.answering.evidence import select_evidence
+from citerag.service.context import merge_same_document
+from citerag.service.pipeline import ensure_index, load_embedder, open_retriever
+from citerag.eval.qa import half, load_qa, sample
+from citerag.service.settings import Settings
 
 
 def main() -> None:

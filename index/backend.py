@@ -2,15 +2,15 @@
 
 Two implementations:
 
-- the embedded default (FAISS + bm25s files in a versioned directory: :mod:`index.store`, :mod:`index.retrieve`,
-  served by :class:`index.embedded.EmbeddedBackend`);
-- Milvus (:mod:`index.milvus`): Milvus Lite in-process (a file URI) or a Milvus server (``http://host:19530``).
+- the embedded default (FAISS + bm25s files in a versioned directory: :mod:`citerag.index.store`, :mod:`citerag.index.retrieve`,
+  served by :class:`citerag.index.embedded.EmbeddedBackend`);
+- Milvus (:mod:`citerag.index.milvus`): Milvus Lite in-process (a file URI) or a Milvus server (``http://host:19530``).
 
 The API, CLI and evaluation runner only call the methods below, so a backend is chosen by one setting
 (``CITERAG_BACKEND``) and the two can be compared on the same queries (``citerag eval --backend``). What both
-share is defined once: a search's checks, candidate depth and fusion in :mod:`index.search`, the sorting of a write
-into added / replaced / updated / unchanged / deleted / skipped in :mod:`index.writes`, the id rule in
-:mod:`index.ids`. ``tests/index/test_backend_contract.py`` runs the same cases on both.
+share is defined once: a search's checks, candidate depth and fusion in :mod:`citerag.index.search`, the sorting of a write
+into added / replaced / updated / unchanged / deleted / skipped in :mod:`citerag.index.writes`, the id rule in
+:mod:`citerag.index.ids`. ``tests/index/test_backend_contract.py`` runs the same cases on both.
 """
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from index.filters import Filters
-from index.search import SearchResult
-from index.types import Document, FusionMethod, Passage, RetrievalMode
-from index.writes import WriteReport
+from citerag.index.filters import Filters
+from citerag.index.search import SearchResult
+from citerag.index.types import Document, FusionMethod, Passage, RetrievalMode
+from citerag.index.writes import WriteReport
 
 __all__ = ["BackendAliases", "SearchBackend", "Searcher", "WriteReport", "check_page"]
 
 
 class Searcher(Protocol):
-    """Anything that ranks passages for a query: a :class:`~index.retrieve.Retriever` or a backend."""
+    """Anything that ranks passages for a query: a :class:`~citerag.index.retrieve.Retriever` or a backend."""
 
     def search(
         self,
@@ -45,7 +45,7 @@ class Searcher(Protocol):
             mode: ``"hybrid"`` (both retrievers fused), ``"bm25"`` or ``"dense"``.
             one_per_doc: keep only the best passage of each document.
             fusion: this query's fusion method instead of the backend's default.
-            filters: metadata conditions (:mod:`index.filters`), applied before top-k.
+            filters: metadata conditions (:mod:`citerag.index.filters`), applied before top-k.
 
         Raises:
             ValueError: unknown mode, ``k < 1``, an unknown fusion or one the backend cannot run, malformed
@@ -71,14 +71,14 @@ class SearchBackend(Searcher, Protocol):
         self, upserts: Sequence[Document] = (), deletes: Sequence[str] = (), *, show_progress: bool = False
     ) -> WriteReport:
         """Insert or replace ``upserts`` by ``doc_id`` and remove ``deletes``, as one write (rules and report:
-        :mod:`index.writes`; a replaced document loses all its old passages, a metadata-only change keeps its
+        :mod:`citerag.index.writes`; a replaced document loses all its old passages, a metadata-only change keeps its
         passages and vectors).
 
         Args:
             show_progress: show the encoder's progress (large first-run ingests).
 
         Raises:
-            IngestError: a document is malformed (an id that breaks :mod:`index.ids`, one id twice with different
+            IngestError: a document is malformed (an id that breaks :mod:`citerag.index.ids`, one id twice with different
                 content, a title too long to chunk, or what the engine cannot store); nothing is written.
             DocumentNotFound: an id of ``deletes`` is not stored; nothing is written.
         """

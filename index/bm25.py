@@ -17,7 +17,7 @@ from typing import get_args
 import bm25s
 import numpy as np
 
-from index.types import BM25Method, Hit
+from citerag.index.types import BM25Method, Hit
 
 # bm25s sets its own logger to DEBUG on import, so every build printed "Building index from IDs" through the
 # application's handlers; its warnings still show.
@@ -49,7 +49,7 @@ class CorpusTokens:
 
     @classmethod
     def from_tokens(cls, corpus_tokens: Sequence[Sequence[str]]) -> CorpusTokens:
-        """Encode token lists (from :func:`index.tokenize.tokenize`), one per passage."""
+        """Encode token lists (from :func:`citerag.index.tokenize.tokenize`), one per passage."""
         return cls([], np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64)).extend(corpus_tokens)
 
     def extend(self, corpus_tokens: Sequence[Sequence[str]]) -> CorpusTokens:
@@ -140,7 +140,7 @@ class BM25Index:
         self._df = np.diff(np.asarray(model.scores["indptr"])).astype(np.int64)
 
     def build(self, corpus_tokens: list[list[str]] | CorpusTokens) -> None:
-        """Index passages given as token lists (from :func:`index.tokenize.tokenize`) or as a
+        """Index passages given as token lists (from :func:`citerag.index.tokenize.tokenize`) or as a
         :class:`CorpusTokens` table, row order kept; the table is kept (:attr:`tokens`) and saved with the index."""
         tokens = corpus_tokens if isinstance(corpus_tokens, CorpusTokens) else CorpusTokens.from_tokens(corpus_tokens)
         self.tokens = tokens

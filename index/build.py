@@ -1,10 +1,10 @@
 """Write index versions: a full build, or an incremental update that re-embeds only new and changed passages.
 
 Both end the same way (:func:`write_version`): BM25 over every passage's model text, FAISS over every passage's
-vector, committed atomically by :class:`~index.store.IndexStore`. An update reuses the live version's vectors for
+vector, committed atomically by :class:`~citerag.index.store.IndexStore`. An update reuses the live version's vectors for
 the passages it keeps, so adding 100 abstracts to the 23k index embeds ~430 passages, not ~61,000. The BM25 side is
 rebuilt from the kept and new passages' tokens (bm25s builds 60k passages in ~3 s), so it never loses documents of
-an earlier batch; the kept passages' tokens are read back from the live version (:class:`~index.bm25.CorpusTokens`)
+an earlier batch; the kept passages' tokens are read back from the live version (:class:`~citerag.index.bm25.CorpusTokens`)
 rather than tokenised again. An update that only adds passages copies the live FAISS index and inserts the new
 vectors (HNSW: into the copied graph); one that removes passages builds FAISS again from the kept vectors.
 """
@@ -20,16 +20,16 @@ from pathlib import Path
 import numpy as np
 from rich.progress import Progress
 
-from index.bm25 import BM25Index, CorpusTokens
-from index.chunking import Chunker, model_text
-from index.dense import AUTO_HNSW_THRESHOLD, DenseIndex, choose_kind
-from index.embed import Embedder
-from index.progress import build_progress
-from index.sources import LEGACY_KEYS, SourceState, SourceStates
-from index.store import IndexConfig, IndexStore, LoadedIndex, load_version
-from index.tokenize import tokenize_many
-from index.types import DenseSetting, Document, Passage
-from index.writes import WritePlan, WriteReport, classify, vectors_for
+from citerag.index.bm25 import BM25Index, CorpusTokens
+from citerag.index.chunking import Chunker, model_text
+from citerag.index.dense import AUTO_HNSW_THRESHOLD, DenseIndex, choose_kind
+from citerag.index.embed import Embedder
+from citerag.index.progress import build_progress
+from citerag.index.sources import LEGACY_KEYS, SourceState, SourceStates
+from citerag.index.store import IndexConfig, IndexStore, LoadedIndex, load_version
+from citerag.index.tokenize import tokenize_many
+from citerag.index.types import DenseSetting, Document, Passage
+from citerag.index.writes import WritePlan, WriteReport, classify, vectors_for
 
 log = logging.getLogger(__name__)
 
@@ -97,11 +97,11 @@ def write_version(
     sources: SourceState | None = None,
 ) -> Path:
     """Index ``passages`` (BM25 + FAISS, row i == passage i == ``vectors[i]``) and commit a new live version
-    (``before_current``, ``sources``: as for :meth:`~index.store.IndexStore.write`).
+    (``before_current``, ``sources``: as for :meth:`~citerag.index.store.IndexStore.write`).
 
     Args:
         vectors: float32, shape ``(len(passages), dim)``, L2-normalised (unused when ``dense`` is given).
-        dense_kind: ``"auto"``, ``"flat"`` or ``"hnsw"`` (see :func:`index.dense.choose_kind`).
+        dense_kind: ``"auto"``, ``"flat"`` or ``"hnsw"`` (see :func:`citerag.index.dense.choose_kind`).
         tokens: the passages' BM25 tokens when already known (an update keeps those of unchanged passages);
             else every passage is tokenised.
         dense: a FAISS index already holding these passages' vectors in row order (an update that only adds).
@@ -126,10 +126,10 @@ class WriteOptions:
     """How :func:`write_index` logs, shows and lays out one write.
 
     Attributes:
-        dense_kind: FAISS layout of the new version (:func:`index.dense.choose_kind`).
+        dense_kind: FAISS layout of the new version (:func:`citerag.index.dense.choose_kind`).
         show_progress: draw progress bars for chunking and embedding (on a terminal only).
         progress: draw them in this running ``Progress`` instead (e.g. the caller's, which also shows reading).
-        log_write: append the write to the write-ahead log (:mod:`index.wal`). ``False``: the new version holds
+        log_write: append the write to the write-ahead log (:mod:`citerag.index.wal`). ``False``: the new version holds
             what the live one holds in the log (a change the source files record, a rebuild with new settings).
         logged_as: the write is log entry ``logged_as`` already (a replay): record it, append nothing.
     """
@@ -156,10 +156,10 @@ def write_index(
 ) -> tuple[Path, WriteReport]:
     """The one write of the embedded index: every full build, ``--add``, start-up sync with the source files,
     API write and log replay is this call. Upserts ``upserts`` and removes ``deletes`` (ids) as one new live
-    version, committed under the store's write lock (:meth:`~index.store.IndexStore.writing`), so a concurrent
+    version, committed under the store's write lock (:meth:`~citerag.index.store.IndexStore.writing`), so a concurrent
     writer, in this process or another, waits and then builds on this one.
 
-    What changes is decided by :func:`index.writes.classify`, as for every backend. Passages of untouched
+    What changes is decided by :func:`citerag.index.writes.classify`, as for every backend. Passages of untouched
     documents keep their BM25 tokens and vectors, and so do a replaced document's passages whose text did not
     change; only the other passages are embedded. When no version is live, or ``replace`` asks for an index of
     other settings than the live one's, every passage is embedded (a full build; the report lists every document
@@ -173,7 +173,7 @@ def write_index(
     Args:
         replace: the index is to hold exactly ``upserts`` (every live document not among them is deleted;
             ``deletes`` must be empty).
-        sources: the new version's source state (:mod:`index.sources`); ``None`` keeps the live version's.
+        sources: the new version's source state (:mod:`citerag.index.sources`); ``None`` keeps the live version's.
         reset_sources: the files a logged ``replace`` was read from (required for it).
         options: logging, progress and FAISS layout (:class:`WriteOptions`).
 
@@ -183,7 +183,7 @@ def write_index(
 
     Raises:
         DocumentNotFound: a deleted id is not indexed (nothing is written).
-        IngestError: a malformed document (:func:`index.writes.classify`; nothing is written, nothing logged).
+        IngestError: a malformed document (:func:`citerag.index.writes.classify`; nothing is written, nothing logged).
         IndexMismatch: the live version fails verification.
         ValueError: an update (not ``replace``) of an index built with other settings; a logged ``replace``
             without ``reset_sources``, or with ``deletes``.

@@ -1,6 +1,6 @@
 """Split documents into passages sized in the embedding model's own word pieces.
 
-Passages are built from whole sentences (:func:`index.text.split_sentences`) packed up to ``target_tokens``, with
+Passages are built from whole sentences (:func:`citerag.index.text.split_sentences`) packed up to ``target_tokens``, with
 the last sentences of one passage repeated at the start of the next (up to ``overlap_tokens``). A sentence longer
 than the hard limit is cut at word boundaries. The hard limit is the model's ``max_seq_length`` including the
 ``[CLS]``/``[SEP]`` special tokens and the title prefix, and every passage is re-measured after packing, so no
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizerBase
 
-from index.text import fold, split_sentences
-from index.types import Document, Passage
+from citerag.index.text import fold, split_sentences
+from citerag.index.types import Document, Passage
 
 _WORD = re.compile(r"\S+")
 

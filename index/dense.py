@@ -18,7 +18,7 @@ from typing import Literal
 import faiss
 import numpy as np
 
-from index.types import DenseSetting, Hit
+from citerag.index.types import DenseSetting, Hit
 
 DenseKind = Literal["flat", "hnsw"]
 HNSW_M = 32  # graph degree (FAISS default for IndexHNSWFlat is 32)

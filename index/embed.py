@@ -24,7 +24,7 @@ class Embedder(Protocol):
 
 class ModelEmbedder(Embedder, Protocol):
     """An :class:`Embedder` backed by a real model, whose tokenizer and length limit the chunker needs
-    (:class:`SentenceTransformerEmbedder`, :class:`~index.embed_onnx.OnnxEmbedder`)."""
+    (:class:`SentenceTransformerEmbedder`, :class:`~citerag.index.embed_onnx.OnnxEmbedder`)."""
 
     max_seq_length: int
     tokenizer: PreTrainedTokenizerBase

@@ -26,8 +26,8 @@ from types import TracebackType
 
 import numpy as np
 
-from index.embed import Embedder
-from index.files import atomic_write_bytes
+from citerag.index.embed import Embedder
+from citerag.index.files import atomic_write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def _shard_dtype(dim: int) -> np.dtype:
 
 
 class CachedEmbedder:
-    """Wraps any :class:`~index.embed.Embedder`: texts embedded before by the same model are read from the cache,
+    """Wraps any :class:`~citerag.index.embed.Embedder`: texts embedded before by the same model are read from the cache,
     the rest are embedded (each distinct text once per call) and stored.
 
     Use it as a context manager, or call :meth:`close`, so the last pending vectors are written.

@@ -1,4 +1,4 @@
-"""all-MiniLM-L6-v2 on onnxruntime with int8 weights: the model of :class:`~index.embed.SentenceTransformerEmbedder`,
+"""all-MiniLM-L6-v2 on onnxruntime with int8 weights: the model of :class:`~citerag.index.embed.SentenceTransformerEmbedder`,
 3.7 times the passages/s of torch on 2 cores of an AMD EPYC with AVX512-VNNI (int8 dot products); see
 ``eval/results/embedding_backends.md`` for the measured speed and retrieval quality.
 
@@ -117,7 +117,7 @@ class OnnxEmbedder:
         self.workers = workers or _available_cores()
 
     def encode(self, texts: list[str], *, show_progress: bool = False) -> np.ndarray:
-        """Embed ``texts`` (``show_progress`` is accepted for the :class:`~index.embed.Embedder` protocol and ignored:
+        """Embed ``texts`` (``show_progress`` is accepted for the :class:`~citerag.index.embed.Embedder` protocol and ignored:
         the index build shows its own bar).
 
         Returns:

@@ -11,15 +11,15 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from index.backend import BackendAliases, WriteReport, check_page
-from index.build import WriteOptions, write_index
-from index.chunking import Chunker
-from index.embed import Embedder
-from index.filters import Filters
-from index.retrieve import Retriever
-from index.search import SearchResult
-from index.store import IndexConfig, IndexStore, LoadedIndex
-from index.types import Document, FusionMethod, Passage, RetrievalMode
+from citerag.index.backend import BackendAliases, WriteReport, check_page
+from citerag.index.build import WriteOptions, write_index
+from citerag.index.chunking import Chunker
+from citerag.index.embed import Embedder
+from citerag.index.filters import Filters
+from citerag.index.retrieve import Retriever
+from citerag.index.search import SearchResult
+from citerag.index.store import IndexConfig, IndexStore, LoadedIndex
+from citerag.index.types import Document, FusionMethod, Passage, RetrievalMode
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +31,7 @@ class Snapshot:
 
 
 class EmbeddedBackend(BackendAliases):
-    """:class:`~index.backend.SearchBackend` over an :class:`~index.store.IndexStore`.
+    """:class:`~citerag.index.backend.SearchBackend` over an :class:`~citerag.index.store.IndexStore`.
 
     Args:
         store: the index directory (a version must be live: build one first).
@@ -83,14 +83,14 @@ class EmbeddedBackend(BackendAliases):
         fusion: FusionMethod | None = None,
         filters: Filters | None = None,
     ) -> list[SearchResult]:
-        """See :meth:`index.retrieve.Retriever.search`."""
+        """See :meth:`citerag.index.retrieve.Retriever.search`."""
         return self.snapshot.retriever.search(query, k, mode, one_per_doc, fusion, filters)
 
     def write(
         self, upserts: Sequence[Document] = (), deletes: Sequence[str] = (), *, show_progress: bool = False
     ) -> WriteReport:
         """Insert or replace ``upserts`` and remove ``deletes`` as one new index version
-        (:func:`index.build.write_index`; rules: :mod:`index.writes`); the new version is served once committed.
+        (:func:`citerag.index.build.write_index`; rules: :mod:`citerag.index.writes`); the new version is served once committed.
 
         Raises:
             IngestError: a malformed document (nothing is written).

@@ -1,5 +1,5 @@
 """The exceptions the index and the answering pipeline raise. The HTTP service maps them to status codes in one
-handler (:mod:`service.errors`, which adds the errors only the service raises); the CLI to exit code 2."""
+handler (:mod:`citerag.service.errors`, which adds the errors only the service raises); the CLI to exit code 2."""
 
 from __future__ import annotations
 

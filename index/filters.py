@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from index.types import Document, Passage
+from citerag.index.types import Document, Passage
 
 Filters = Mapping[str, Any]
 _COMPARE: dict[str, Callable[[Any, Any], bool]] = {

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from index.types import Hit
+from citerag.index.types import Hit
 
 RRF_K = 60  # Cormack, Clarke & Buettcher (SIGIR 2009), the value used in their experiments.
 
@@ -72,7 +72,7 @@ def bounded_score_fusion(
     """Fuse BM25 and dense hits by a weighted sum of scores on fixed scales.
 
     ``score = w_bm25 * bm25 / bm25_bound + w_dense * cosine``: BM25 is divided by the query's upper bound (see
-    :meth:`index.bm25.BM25Index.upper_bound`, the share of the query a passage matches), the cosine similarity is
+    :meth:`citerag.index.bm25.BM25Index.upper_bound`, the share of the query a passage matches), the cosine similarity is
     used as it is. Unlike per-query min-max normalisation (which maps every run's best hit to 1, however weak), a
     query whose words the corpus barely contains keeps a small BM25 share, so the dense side decides -- and vice
     versa for exact identifiers. This is the convex combination of Bruch, Gai & Ingber ("An Analysis of Fusion

@@ -1,5 +1,5 @@
-"""The document id rule, the one place it is defined: source files (:func:`index.ingest.given_doc_id`), the API's
-``POST /documents`` schema and every backend's writes (:func:`index.writes.check_documents`) apply it.
+"""The document id rule, the one place it is defined: source files (:func:`citerag.index.ingest.given_doc_id`), the API's
+``POST /documents`` schema and every backend's writes (:func:`citerag.index.writes.check_documents`) apply it.
 
 A document id is a string that
 
@@ -11,7 +11,7 @@ A document id is a string that
   ``Zp``: tab, newline, U+0085, U+2028, ...), which would break log lines, URLs and the write-ahead log's lines.
 
 A backend may refuse more where its engine cannot store an id (the Milvus backend: ``"`` and ``\\``, see
-:func:`index.milvus.MilvusBackend.write`).
+:func:`citerag.index.milvus.MilvusBackend.write`).
 """
 
 from __future__ import annotations

@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from index.errors import IngestError
-from index.ids import MAX_ID_CHARS, check_doc_id
-from index.text import display_label, fold
-from index.types import Document
+from citerag.index.errors import IngestError
+from citerag.index.ids import MAX_ID_CHARS, check_doc_id
+from citerag.index.text import display_label, fold
+from citerag.index.types import Document
 
 SUPPORTED_SUFFIXES = (".txt", ".jsonl", ".jsonl.gz")
 META_FIELDS = ("venue", "year", "url", "authors")
@@ -49,7 +49,7 @@ def given_doc_id(value: Any) -> str | None:
 
     Raises:
         ValueError: another type (a boolean, a float, a list, an object), or an id that breaks the id rule
-            (:func:`index.ids.check_doc_id`: at most :data:`~index.ids.MAX_ID_CHARS` characters, no control
+            (:func:`citerag.index.ids.check_doc_id`: at most :data:`~citerag.index.ids.MAX_ID_CHARS` characters, no control
             character, ...); the message says which.
     """
     if value is None or (isinstance(value, str) and not value.strip()):

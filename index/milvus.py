@@ -11,7 +11,7 @@ Collections (prefix ``collection``, default ``citerag``):
     ``SPARSE_INVERTED_INDEX``, metric ``BM25``, k1/b from the settings);
     ``dense`` (FLOAT_VECTOR, the citerag embedder's L2-normalised vector, index HNSW, metric IP == cosine);
     ``venue`` (VARCHAR), ``year`` (INT64) and ``meta_folded`` (JSON), the filterable copy of the document's
-    metadata (:mod:`index.milvus_filters`).
+    metadata (:mod:`citerag.index.milvus_filters`).
 ``<prefix>_documents``, one row per document (primary key ``doc_id``):
     ``title``, ``text``, ``label``, ``meta`` (JSON), ``fingerprint`` (sha256 of title, text and metadata),
     ``seq`` (insertion order), ``n_passages``, and a 2-d placeholder vector (Milvus requires a vector field in
@@ -24,12 +24,12 @@ dense side is identical up to HNSW's approximation. BM25 is computed by Milvus (
 normalisation) over ``bm25_text``; what reaches the analyzer depends on ``analyzer``:
 
 ``"citerag"`` (default)
-    the passage's BM25 tokens from :func:`index.tokenize.tokenize` (folded, compounds, Snowball stemming, bm25s's
+    the passage's BM25 tokens from :func:`citerag.index.tokenize.tokenize` (folded, compounds, Snowball stemming, bm25s's
     English stop words), joined by spaces, analysed by Milvus's ``whitespace`` tokenizer on a server and
     ``standard`` (``\\w+`` + lower-case) on Milvus Lite, which split such text identically. Queries go through the
     same tokenizer. The terms are exactly the embedded backend's.
 ``"milvus"``
-    the raw model-facing text (:func:`index.chunking.model_text`), analysed by Milvus itself: the built-in
+    the raw model-facing text (:func:`citerag.index.chunking.model_text`), analysed by Milvus itself: the built-in
     ``english`` analyzer on a server (standard tokenizer, lower-case, English stemmer, English stop words); on
     Milvus Lite 3.x, which has neither the ``english`` analyzer nor a stemmer filter, the ``standard`` tokenizer
     with citerag's stop-word list (no stemming). See ``eval/results/backends.md`` for what each gives.
@@ -60,21 +60,21 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 from pymilvus import AnnSearchRequest, DataType, Function, FunctionType, MilvusClient, MilvusException, RRFRanker
 
-from index.backend import BackendAliases, WriteReport, check_page
-from index.chunking import Chunker, model_text
-from index.embed import Embedder
-from index.errors import BackendUnavailable, IndexMismatch, IngestError
-from index.filters import Filters, fold_value
-from index.fusion import RRF_K
-from index.ids import MAX_ID_BYTES
-from index.milvus_filters import JSON_FIELD, Unsatisfiable, milvus_expression, typed_columns
-from index.search import (
+from citerag.index.backend import BackendAliases, WriteReport, check_page
+from citerag.index.chunking import Chunker, model_text
+from citerag.index.embed import Embedder
+from citerag.index.errors import BackendUnavailable, IndexMismatch, IngestError
+from citerag.index.filters import Filters, fold_value
+from citerag.index.fusion import RRF_K
+from citerag.index.ids import MAX_ID_BYTES
+from citerag.index.milvus_filters import JSON_FIELD, Unsatisfiable, milvus_expression, typed_columns
+from citerag.index.search import (
     SearchResult, candidate_depth, check_fusion, check_search, fusion_depth, rank_hits, search_results, select_hits,
 )
-from index.text import fold
-from index.tokenize import STOPWORDS, tokenize
-from index.types import Document, FusionMethod, Hit, Passage, RetrievalMode, document_fingerprint
-from index.writes import check_documents, classify, vectors_for
+from citerag.index.text import fold
+from citerag.index.tokenize import STOPWORDS, tokenize
+from citerag.index.types import Document, FusionMethod, Hit, Passage, RetrievalMode, document_fingerprint
+from citerag.index.writes import check_documents, classify, vectors_for
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ WRITE_BATCH = 512  # rows per insert/upsert request (well under gRPC's 64 MiB me
 FLUSH_AFTER = 1_000  # a write of at least this many passages is flushed (sealed and indexed) at once
 LAYOUT_PROPERTY = "citerag_layout"  # collection property holding the MilvusLayout as JSON
 HNSW = {"M": 16, "efConstruction": 200}  # Malkov & Yashunin (2018)'s usual build parameters
-#: Fusion methods Milvus cannot run, with the reason (see :func:`index.search.check_fusion`).
+#: Fusion methods Milvus cannot run, with the reason (see :func:`citerag.index.search.check_fusion`).
 UNSUPPORTED_FUSION = {
     "bounded": "needs BM25 document frequencies, which Milvus does not expose; use 'rrf' or 'weighted' with the "
     "Milvus backend",
@@ -187,7 +187,7 @@ def is_lite_uri(uri: str) -> bool:
 
 
 class MilvusBackend(BackendAliases):
-    """A :class:`~index.backend.SearchBackend` over Milvus (module docstring for the layout).
+    """A :class:`~citerag.index.backend.SearchBackend` over Milvus (module docstring for the layout).
 
     Args:
         uri: a path ending in ``.db`` (Milvus Lite, created if missing) or ``http://host:19530``.
@@ -197,7 +197,7 @@ class MilvusBackend(BackendAliases):
         collection: prefix of the two collections.
         analyzer: ``"citerag"`` or ``"milvus"`` (module docstring).
         bm25_k1, bm25_b: BM25 parameters (Lucene's defaults, as the embedded backend's).
-        candidates: top-N taken from each retriever before fusion (as :class:`~index.retrieve.Retriever`).
+        candidates: top-N taken from each retriever before fusion (as :class:`~citerag.index.retrieve.Retriever`).
         rrf_k: the RRF constant (Cormack et al. 2009: 60), in both the client-side and the in-engine fusion.
         fusion: the default hybrid fusion, ``"rrf"`` or ``"weighted"`` (min-max). The embedded default,
             ``"bounded"``, divides BM25 by the query's largest possible score, which needs document frequencies
@@ -383,7 +383,7 @@ class MilvusBackend(BackendAliases):
         fusion: FusionMethod | None = None,
         filters: Filters | None = None,
     ) -> list[SearchResult]:
-        """Top-``k`` passages for ``query``, as :meth:`index.retrieve.Retriever.search`; filters are evaluated by
+        """Top-``k`` passages for ``query``, as :meth:`citerag.index.retrieve.Retriever.search`; filters are evaluated by
         Milvus inside both searches (before top-k).
 
         Raises:
@@ -569,7 +569,7 @@ class MilvusBackend(BackendAliases):
     def write(
         self, upserts: Sequence[Document] = (), deletes: Sequence[str] = (), *, show_progress: bool = False
     ) -> WriteReport:
-        """Insert or replace ``upserts`` by ``doc_id`` and remove ``deletes`` (rules and report: :mod:`index.writes`,
+        """Insert or replace ``upserts`` by ``doc_id`` and remove ``deletes`` (rules and report: :mod:`citerag.index.writes`,
         the same as the embedded backend's): chunk and embed what is new or changed, write.
 
         A replaced document's old passages are deleted (those whose embedded text did not change keep their
@@ -581,7 +581,7 @@ class MilvusBackend(BackendAliases):
             show_progress: show the encoder's progress bar (first-run ingest).
 
         Raises:
-            IngestError: a document is malformed (the id rule of :mod:`index.ids`, an id with ``"`` or ``\\``, text
+            IngestError: a document is malformed (the id rule of :mod:`citerag.index.ids`, an id with ``"`` or ``\\``, text
                 over Milvus's 65,535-byte VARCHAR, the same id twice with different content, a title too long to
                 chunk); nothing is written.
             DocumentNotFound: an id of ``deletes`` is not stored; nothing is written.
@@ -751,11 +751,11 @@ def _passage(row: dict[str, Any]) -> Passage:
 
 
 def _validated(documents: list[Document]) -> list[Document]:
-    """``documents`` with exact repeats dropped (:func:`index.writes.check_documents`), checked for what Milvus
+    """``documents`` with exact repeats dropped (:func:`citerag.index.writes.check_documents`), checked for what Milvus
     cannot store.
 
     Raises:
-        IngestError: as :func:`~index.writes.check_documents` (the id rule, one id with two contents), an id with
+        IngestError: as :func:`~citerag.index.writes.check_documents` (the id rule, one id with two contents), an id with
             ``"`` or ``\\``, or a field over Milvus's VARCHAR limit.
     """
     for i, doc in enumerate(documents):

@@ -1,4 +1,4 @@
-"""Translate :mod:`index.filters`' filter objects into Milvus boolean expressions, evaluated inside the engine.
+"""Translate :mod:`citerag.index.filters`' filter objects into Milvus boolean expressions, evaluated inside the engine.
 
 The Milvus backend stores, on every passage row, a case-folded copy of its document's metadata plus ``doc_id`` in
 the JSON field ``meta_folded``, and two typed columns: ``venue`` (the folded venue when it is a string) and
@@ -8,7 +8,7 @@ the JSON field ``meta_folded``, and two typed columns: ``venue`` (the folded ven
   index on the column can serve it on a Milvus server);
 - on the JSON path ``meta_folded["field"]`` otherwise,
 
-always guarded by the field's presence, so that, as in :func:`index.filters.compile_filters`, a document lacking
+always guarded by the field's presence, so that, as in :func:`citerag.index.filters.compile_filters`, a document lacking
 the field fails every condition on it (``ne`` and ``nin`` included). String targets are case-folded like the
 stored values, so comparisons are case-insensitive on both backends. ``in``/``nin`` are written as chains of
 ``==``/``!=`` (Milvus Lite has no ``in`` on JSON paths). A comparison with a list target (e.g. a whole
@@ -22,7 +22,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from index.filters import Filters, compile_filters, fold_value
+from citerag.index.filters import Filters, compile_filters, fold_value
 
 JSON_FIELD = "meta_folded"
 TYPED_COLUMNS: dict[str, type] = {"venue": str, "year": int}
@@ -50,7 +50,7 @@ def milvus_expression(filters: Filters | None) -> str:
     '(venue is not null and venue == "icml") and (year is not null and year >= 2018)'
 
     Raises:
-        ValueError: malformed filters (same messages as :func:`index.filters.compile_filters`), or a list target
+        ValueError: malformed filters (same messages as :func:`citerag.index.filters.compile_filters`), or a list target
             outside ``in``/``nin``.
         Unsatisfiable: the filter can match nothing.
     """

@@ -1,9 +1,9 @@
 """Start-up recovery: serve the newest verified version plus every acknowledged write the write log holds.
 
 :func:`recover` (under the index's write lock) verifies versions newest first. Versions that fail verification are
-moved to ``versions/damaged/`` (:meth:`~index.store.IndexStore.quarantine`), the newest verified one is made live,
+moved to ``versions/damaged/`` (:meth:`~citerag.index.store.IndexStore.quarantine`), the newest verified one is made live,
 and the log entries it does not hold are returned as :class:`ReplayStep` s for the caller to apply
-(:mod:`service.pipeline` applies a ``write`` step with :func:`index.build.write_index` and a ``reset`` step by
+(:mod:`citerag.service.pipeline` applies a ``write`` step with :func:`citerag.index.build.write_index` and a ``reset`` step by
 building from its sources). When no version verifies, the base is the log's last ``reset`` (a full build from
 recorded sources); when the log cannot account for a write a damaged version held, :class:`IndexUnrecoverable`
 says so and nothing is served.
@@ -15,14 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from index.build import WriteOptions, write_index
-from index.chunking import Chunker
-from index.embed import Embedder
-from index.errors import CiteragError, IndexMismatch, IndexNotFound
-from index.sources import SourceStates
-from index.store import DAMAGED, IndexStore, LoadedIndex, load_version
-from index.types import DenseSetting, Document
-from index.wal import LogEntry, WriteLogDamaged
+from citerag.index.build import WriteOptions, write_index
+from citerag.index.chunking import Chunker
+from citerag.index.embed import Embedder
+from citerag.index.errors import CiteragError, IndexMismatch, IndexNotFound
+from citerag.index.sources import SourceStates
+from citerag.index.store import DAMAGED, IndexStore, LoadedIndex, load_version
+from citerag.index.types import DenseSetting, Document
+from citerag.index.wal import LogEntry, WriteLogDamaged
 
 
 class IndexUnrecoverable(CiteragError):
@@ -101,7 +101,7 @@ def fold(entries: list[LogEntry]) -> list[ReplayStep]:
 
 def recover(store: IndexStore, mmap: bool = True) -> Recovery:
     """Verify, quarantine, choose the base and list what to replay (module docstring). Call under
-    :meth:`~index.store.IndexStore.writing`; returns ``Recovery(index=None)`` with no steps for an empty directory.
+    :meth:`~citerag.index.store.IndexStore.writing`; returns ``Recovery(index=None)`` with no steps for an empty directory.
 
     Raises:
         IndexUnrecoverable: the log is damaged, or a needed part of it was cut; the message says how to recover.
@@ -157,7 +157,7 @@ def replay(
 ) -> LoadedIndex | None:
     """Apply ``recovery.steps`` in order, each new version recording the step's log sequence number: a reset
     through ``rebuild(sources, seq)`` (the caller reads the files and builds with ``logged_as=seq``), writes through
-    :func:`~index.build.write_index` (deletes of ids that are not indexed are dropped: the write that added them
+    :func:`~citerag.index.build.write_index` (deletes of ids that are not indexed are dropped: the write that added them
     was itself lost with its version, or a reset superseded it). Call under the write lock.
 
     Returns:

@@ -1,29 +1,29 @@
 """The embedded backend's retriever: BM25 and dense top-N candidates from one loaded index, fused by bounded score
 fusion (default), RRF, or min-max weighted fusion. The default was chosen by measurement: see
 ``eval/results/scifact.md``. The steps every backend shares (checks, candidate depth, fusion, selection) are in
-:mod:`index.search`."""
+:mod:`citerag.index.search`."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from index.embed import Embedder
-from index.filters import Filters, filter_key, passage_mask
-from index.fusion import RRF_K
-from index.search import (
+from citerag.index.embed import Embedder
+from citerag.index.filters import Filters, filter_key, passage_mask
+from citerag.index.fusion import RRF_K
+from citerag.index.search import (
     SearchResult, candidate_depth, check_fusion, check_search, fusion_depth, rank_hits, search_results, select_hits,
 )
-from index.store import LoadedIndex
-from index.text import fold
-from index.tokenize import tokenize
-from index.types import FusionMethod, Hit, RetrievalMode
+from citerag.index.store import LoadedIndex
+from citerag.index.text import fold
+from citerag.index.tokenize import tokenize
+from citerag.index.types import FusionMethod, Hit, RetrievalMode
 
 
 class Retriever:
     """Searches one loaded index.
 
     Args:
-        index: a verified :class:`~index.store.LoadedIndex`.
+        index: a verified :class:`~citerag.index.store.LoadedIndex`.
         embedder: the encoder the index was built with (same name and dimension).
         candidates: top-N taken from each retriever before fusion (default 100).
         rrf_k: the RRF constant (Cormack et al. 2009: 60).
@@ -63,7 +63,7 @@ class Retriever:
         """Boolean passage mask for ``filters`` (``None`` = no filter); cached per distinct filter.
 
         Raises:
-            ValueError: malformed filters (see :mod:`index.filters`).
+            ValueError: malformed filters (see :mod:`citerag.index.filters`).
         """
         if not filters:
             return None
@@ -104,7 +104,7 @@ class Retriever:
             mode: ``"hybrid"``, ``"bm25"`` or ``"dense"``.
             one_per_doc: keep only the best passage of each document.
             fusion: override the retriever's fusion method for this query.
-            filters: metadata conditions (:mod:`index.filters`), applied inside both retrievers before top-k.
+            filters: metadata conditions (:mod:`citerag.index.filters`), applied inside both retrievers before top-k.
 
         Raises:
             ValueError: unknown mode or fusion, ``k < 1`` or malformed filters.

@@ -1,11 +1,11 @@
 """What every backend's search shares: the result type, argument checks, candidate depth, the mode/fusion dispatch
 and the final selection.
 
-Both :class:`~index.retrieve.Retriever` (the embedded backend) and :class:`~index.milvus.MilvusBackend` run a search
+Both :class:`~citerag.index.retrieve.Retriever` (the embedded backend) and :class:`~citerag.index.milvus.MilvusBackend` run a search
 the same way, only the candidate lists come from different engines:
 
 1. :func:`check_search` (mode and ``k``) and :func:`check_fusion`;
-2. :func:`candidate_depth` candidates from BM25 and/or the dense index (as :class:`~index.types.Hit` lists whose
+2. :func:`candidate_depth` candidates from BM25 and/or the dense index (as :class:`~citerag.index.types.Hit` lists whose
    ``row`` indexes a passage list);
 3. :func:`rank_hits`: one retriever's list as it is, or the two fused;
 4. :func:`select_hits` (``k``, one passage per document) and :func:`search_results`.
@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import get_args
 
-from index.fusion import bounded_score_fusion, reciprocal_rank_fusion, weighted_score_fusion
-from index.types import Document, FusionMethod, Hit, Passage, RetrievalMode
+from citerag.index.fusion import bounded_score_fusion, reciprocal_rank_fusion, weighted_score_fusion
+from citerag.index.types import Document, FusionMethod, Hit, Passage, RetrievalMode
 
 #: Every search mode and every hybrid fusion method, in the order messages list them.
 RETRIEVAL_MODES: tuple[str, ...] = get_args(RetrievalMode)
@@ -75,7 +75,7 @@ def check_fusion(fusion: str, unsupported: Mapping[str, str] | None = None) -> F
             phrase that follows the method's name in the message, e.g. ``"needs BM25 document frequencies"``).
 
     Returns:
-        ``fusion``, typed as :data:`~index.types.FusionMethod`.
+        ``fusion``, typed as :data:`~citerag.index.types.FusionMethod`.
 
     Raises:
         ValueError: an unknown method, or one of ``unsupported`` (the message gives its reason).

@@ -22,10 +22,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from index.errors import IngestError
-from index.files import atomic_write_text, json_sha256
-from index.ingest import Corpus, source_files
-from index.types import Document, document_fingerprint
+from citerag.index.errors import IngestError
+from citerag.index.files import atomic_write_text, json_sha256
+from citerag.index.ingest import Corpus, source_files
+from citerag.index.types import Document, document_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class SourceStates:
     """The per-version source states of one index directory: ``<root>/sources.json``, ``{version name: state}``.
 
     Args:
-        root: the index directory (:class:`~index.store.IndexStore` root).
+        root: the index directory (:class:`~citerag.index.store.IndexStore` root).
 
     Writes (:meth:`put`) replace the file atomically; call them under the store's write lock.
     """
@@ -118,7 +118,7 @@ Records = dict[str, dict[str, str | None]]
 
 
 def records_by_source(paths: list[Path], corpus: Corpus) -> Records:
-    """The records ``corpus`` (read from ``paths`` by :func:`~index.ingest.read_corpus`) read from each path,
+    """The records ``corpus`` (read from ``paths`` by :func:`~citerag.index.ingest.read_corpus`) read from each path,
     those a later path overrides included."""
     keys = [str(Path(p).resolve()) for p in paths]
     out: Records = {key: {} for key in keys}

@@ -12,7 +12,7 @@ Layout::
         bm25/                   bm25s arrays (.npy) + params, and every passage's tokens (tokens.*)
         dense.faiss             FAISS index
       versions/damaged/         versions that failed verification, moved aside with REASON.txt
-      wal.jsonl                 write-ahead log of acknowledged writes (:mod:`index.wal`)
+      wal.jsonl                 write-ahead log of acknowledged writes (:mod:`citerag.index.wal`)
 
 A build writes a new version directory under a temporary name, fsyncs it, renames it into place and only then
 switches ``CURRENT``; a crash at any point leaves the previous version live. Loading re-checks counts and
@@ -38,15 +38,15 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from index import faults
-from index.files import atomic_write_text, fsync_path, record_fields, sha256_file
-from index.bm25 import BM25Index
-from index.dense import DenseIndex
-from index.errors import IndexMismatch, IndexNotFound
-from index.sources import SourceState, SourceStates
-from index.tokenize import TOKENIZER_VERSION
-from index.types import BM25Method, Document, Passage
-from index.wal import WriteLog
+from citerag.index import faults
+from citerag.index.files import atomic_write_text, fsync_path, record_fields, sha256_file
+from citerag.index.bm25 import BM25Index
+from citerag.index.dense import DenseIndex
+from citerag.index.errors import IndexMismatch, IndexNotFound
+from citerag.index.sources import SourceState, SourceStates
+from citerag.index.tokenize import TOKENIZER_VERSION
+from citerag.index.types import BM25Method, Document, Passage
+from citerag.index.wal import WriteLog
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class IndexConfig:
         max_seq_length: encoder limit in word pieces (passages never exceed it).
         target_tokens, overlap_tokens: chunker settings, in word pieces.
         bm25_k1, bm25_b, bm25_method: BM25 variant and parameters.
-        tokenizer_version: :data:`index.tokenize.TOKENIZER_VERSION` of the BM25 tokens (a manifest written before
+        tokenizer_version: :data:`citerag.index.tokenize.TOKENIZER_VERSION` of the BM25 tokens (a manifest written before
             the field existed reads as 1).
     """
 
@@ -199,7 +199,7 @@ class IndexStore:
     ) -> Path:
         """Write a complete new version and make it live atomically. Returns the new version directory.
 
-        ``sources`` is the new version's source state (:class:`~index.sources.SourceStates`; default: the live
+        ``sources`` is the new version's source state (:class:`~citerag.index.sources.SourceStates`; default: the live
         version's), recorded once the version is complete and in place. ``before_current`` runs after that, just
         before ``CURRENT`` moves (a full build logs itself there); if either raises, the version is removed and
         nothing changes."""

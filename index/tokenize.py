@@ -1,6 +1,6 @@
 """The BM25 tokenizer: one pure function shared by indexing and querying.
 
-Pipeline: :func:`index.text.fold` (LaTeX/Markdown removed, NFKC so ``V₁`` == ``V1``) -> case folding ->
+Pipeline: :func:`citerag.index.text.fold` (LaTeX/Markdown removed, NFKC so ``V₁`` == ``V1``) -> case folding ->
 diacritics removed (``naïve`` == ``naive``, ``ά`` == ``α``; Arabic short-vowel marks dropped) -> words of any script,
 a word keeping its combining marks (Devanagari vowel signs stay inside the word) -> a hyphenated compound
 (``GP-EquiFlow``, ``LU-KV``, ``XR-1``) yields the whole compound (hyphens removed: ``gpequiflow``) *and* its parts
@@ -25,7 +25,7 @@ import regex
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
 
-from index.text import fold
+from citerag.index.text import fold
 
 TOKENIZER_VERSION = 2  # 1: lower-case, no diacritic folding, a CJK run was one token; 2: this module
 
@@ -53,7 +53,7 @@ def _stem(word: str) -> str:
 
 
 def normalize(text: str) -> str:
-    """The form of ``text`` that is split into words: folded (:func:`index.text.fold`), case-folded, diacritics
+    """The form of ``text`` that is split into words: folded (:func:`citerag.index.text.fold`), case-folded, diacritics
     removed, with spaces around each CJK run so it never joins a neighbouring Latin word.
 
     >>> normalize("Naïve Ἀθῆναι GPT-4模型")

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from index.files import json_sha256
+from citerag.index.files import json_sha256
 
 RetrievalMode = Literal["hybrid", "bm25", "dense"]
 FusionMethod = Literal["bounded", "rrf", "weighted"]
 #: BM25 variants bm25s implements (Kamphuis et al., ECIR 2020, name them): ``lucene`` is the default.
 BM25Method = Literal["lucene", "robertson", "atire", "bm25l", "bm25+"]
-#: FAISS layout asked for: ``flat`` (exact), ``hnsw``, or ``auto`` (chosen by corpus size, :func:`index.dense.choose_kind`).
+#: FAISS layout asked for: ``flat`` (exact), ``hnsw``, or ``auto`` (chosen by corpus size, :func:`citerag.index.dense.choose_kind`).
 DenseSetting = Literal["auto", "flat", "hnsw"]
 
 

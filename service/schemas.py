@@ -6,13 +6,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from index.backend import WriteReport
-from index.filters import compile_filters
-from index.ids import MAX_ID_CHARS
-from index.ingest import META_FIELDS, given_doc_id, make_document
-from index.search import SearchResult
-from index.types import Document
-from service.answering import Answer
+from citerag.index.backend import WriteReport
+from citerag.index.filters import compile_filters
+from citerag.index.ids import MAX_ID_CHARS
+from citerag.index.ingest import META_FIELDS, given_doc_id, make_document
+from citerag.index.search import SearchResult
+from citerag.index.types import Document
+from citerag.service.answering import Answer
 
 MAX_QUERY_CHARS = 2000
 
@@ -233,7 +233,7 @@ class DocumentIn(BaseModel):
     @field_validator("id", mode="before")
     @classmethod
     def _id_as_in_sources(cls, value: Any) -> str | None:
-        """The same rule as a JSONL file's id (:func:`index.ingest.given_doc_id`, :mod:`index.ids`): ``7`` -> ``"7"``."""
+        """The same rule as a JSONL file's id (:func:`citerag.index.ingest.given_doc_id`, :mod:`citerag.index.ids`): ``7`` -> ``"7"``."""
         return given_doc_id(value)
 
     @field_validator("title", "venue", "url")
@@ -244,13 +244,13 @@ class DocumentIn(BaseModel):
         return value
 
     def to_document(self) -> Document:
-        """The :class:`~index.types.Document` to index (``meta.source`` is ``"api"``)."""
+        """The :class:`~citerag.index.types.Document` to index (``meta.source`` is ``"api"``)."""
         meta = {key: getattr(self, key) for key in META_FIELDS if getattr(self, key) not in (None, "", [])}
         return make_document(self.text, self.title, self.id, {**meta, "source": "api"})
 
 
 class WriteReportOut(BaseModel):
-    """What a ``POST`` or ``DELETE /documents`` changed (see :class:`index.backend.WriteReport`)."""
+    """What a ``POST`` or ``DELETE /documents`` changed (see :class:`citerag.index.backend.WriteReport`)."""
 
     added: list[str]
     replaced: list[str]

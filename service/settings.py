@@ -14,7 +14,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from index.types import BM25Method, DenseSetting, FusionMethod
+from citerag.index.types import BM25Method, DenseSetting, FusionMethod
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 EmbeddingBackend = Literal["torch", "onnx-int8"]

@@ -1,7 +1,7 @@
 """What the HTTP handlers share, and the FastAPI dependencies that hand it to them.
 
 :class:`Service` (the retrieval backend, the answerer loading in the background, the admission gate, the write
-guard and the metrics) is made once by the app's lifespan (:mod:`service.api`) and kept on ``app.state``; a
+guard and the metrics) is made once by the app's lifespan (:mod:`citerag.service.api`) and kept on ``app.state``; a
 handler asks for it with ``service: ServiceDep`` (:func:`get_service`), never through a closure.
 """
 
@@ -18,11 +18,11 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from index.backend import SearchBackend
-from index.errors import ModelNotFound
-from service.answer import Answer, Answerer
-from service.errors import Overloaded, Unauthorized, WritesDisabled
-from service.observability import Metrics
+from citerag.index.backend import SearchBackend
+from citerag.index.errors import ModelNotFound
+from citerag.service.answer import Answer, Answerer
+from citerag.service.errors import Overloaded, Unauthorized, WritesDisabled
+from citerag.service.observability import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ class AnswererLoader:
     answers ``/health`` and ``/search`` at once and ``/health`` says whether the model is ready.
 
     Args:
-        load: makes the answerer (e.g. :func:`service.pipeline.open_answerer` over the backend).
+        load: makes the answerer (e.g. :func:`citerag.service.pipeline.open_answerer` over the backend).
     """
 
     def __init__(self, load: Callable[[], Answerer]) -> None:
@@ -177,7 +177,7 @@ def get_service(request: Request) -> Service:
 
 
 def get_metrics(request: Request) -> Metrics:
-    """The app's :class:`~service.observability.Metrics`, made with the app (there before the lifespan runs)."""
+    """The app's :class:`~citerag.service.observability.Metrics`, made with the app (there before the lifespan runs)."""
     return request.app.state.metrics
 
 

@@ -3,7 +3,7 @@ own SSE types (:mod:`fastapi.sse`): each event is a ``ServerSentEvent``, framed 
 an ``EventSourceResponse``.
 
 Event order: ``passages`` (the retrieved passages, numbered as the model sees them), then one ``token`` event per
-generated piece of raw model text, then ``answer`` (the full :class:`~service.schemas.AskResponse` after the
+generated piece of raw model text, then ``answer`` (the full :class:`~citerag.service.schemas.AskResponse` after the
 citation check; its ``answer`` replaces the streamed raw text) -- or ``error``. When the client disconnects the
 generator is closed and generation stops at the next token.
 
@@ -27,9 +27,9 @@ import anyio.to_thread
 from fastapi.sse import EventSourceResponse, ServerSentEvent, format_sse_event
 from starlette.types import Receive, Scope, Send
 
-from index.filters import Filters
-from service.answer import Answer, Answerer
-from service.schemas import AskResponse, PassageOut
+from citerag.index.filters import Filters
+from citerag.service.answer import Answer, Answerer
+from citerag.service.schemas import AskResponse, PassageOut
 
 #: The stream's headers: no caching, and no buffering by an nginx proxy (the headers FastAPI's own SSE sets).
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}

@@ -57,12 +57,12 @@ class StandInIndex:
     Args:
         root: the index directory.
         tokenizer: the embedding model's tokenizer (the ``tokenizer`` fixture), which sizes the passages.
-        config: :class:`~index.store.IndexConfig` fields to override (e.g. ``bm25_method="atire"``).
+        config: :class:`~citerag.index.store.IndexConfig` fields to override (e.g. ``bm25_method="atire"``).
     """
 
     def __init__(self, root: Path, tokenizer, **config) -> None:
-        from index.chunking import Chunker
-        from index.store import IndexConfig, IndexStore
+        from citerag.index.chunking import Chunker
+        from citerag.index.store import IndexConfig, IndexStore
 
         self.embedder = HashEmbedder()
         self.chunker = Chunker(tokenizer, 256, 128, 64)
@@ -70,14 +70,14 @@ class StandInIndex:
         self.store = IndexStore(root)
 
     def build(self, documents: list) -> Path:
-        """Index ``documents`` (a list of :class:`~index.types.Document`) as the new live version."""
-        from index.build import build_index
+        """Index ``documents`` (a list of :class:`~citerag.index.types.Document`) as the new live version."""
+        from citerag.index.build import build_index
 
         return build_index(documents, self.store, self.embedder, self.chunker, self.config, show_progress=False)
 
     def retriever(self, documents: list | None = None):  # noqa: ANN201 - index.retrieve.Retriever
         """A retriever over the live version, after indexing ``documents`` when given."""
-        from index.retrieve import Retriever
+        from citerag.index.retrieve import Retriever
 
         if documents is not None:
             self.build(documents)
@@ -106,7 +106,7 @@ def tokenizer():
     """The embedding model's own tokenizer (fast to load; no weights)."""
     from transformers import AutoTokenizer
 
-    from service.models import embedding_model_dir
+    from citerag.service.models import embedding_model_dir
 
     return AutoTokenizer.from_pretrained(str(embedding_model_dir()))
 
@@ -125,7 +125,7 @@ def seed_corpus(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def settings_factory(tmp_path_factory: pytest.TempPathFactory):
-    from service.settings import Settings
+    from citerag.service.settings import Settings
 
     def make(**overrides) -> Settings:
         overrides.setdefault("index_dir", tmp_path_factory.mktemp("index"))
@@ -137,7 +137,7 @@ def settings_factory(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture(scope="session")
 def seed_settings(settings_factory):
     """Settings whose index directory holds the real index of the 38 seed abstracts (built once)."""
-    from service.pipeline import ensure_index
+    from citerag.service.pipeline import ensure_index
 
     settings = settings_factory(corpus=[SEEDS])
     ensure_index(settings, show_progress=False)
@@ -150,7 +150,7 @@ def api_client(seed_settings) -> Iterator:
     from fastapi.testclient import TestClient
     from pydantic import SecretStr
 
-    from service.api import create_app
+    from citerag.service.api import create_app
 
     # a key is set, so generated requests (schemathesis) cannot change the shared index: writes get 401
     with TestClient(create_app(seed_settings.model_copy(update={"api_key": SecretStr(API_KEY)}))) as client:
@@ -197,10 +197,10 @@ def live_server(api_client) -> Iterator[str]:
 def client_for(settings_factory) -> Iterator[Callable[..., object]]:
     """Factory: ``client_for(corpus, **settings)`` starts the real app (lifespan included: the index is built from
     ``corpus``, a list of paths, into a fresh directory) and returns its TestClient, closed at teardown. The
-    embedder and the generator are the process's (loaded once: ``service.pipeline``)."""
+    embedder and the generator are the process's (loaded once: ``citerag.service.pipeline``)."""
     from fastapi.testclient import TestClient
 
-    from service.api import create_app
+    from citerag.service.api import create_app
 
     with ExitStack() as stack:
 

@@ -6,7 +6,7 @@ Stages, in data-flow order: :mod:`.evidence` (sentences of the retrieved passage
 :mod:`.answerer` runs them in order.
 """
 
-from service.answering.answerer import EvidenceAnswerer
-from service.answering.types import NOT_FOUND, Answer, Citation
+from citerag.service.answering.answerer import EvidenceAnswerer
+from citerag.service.answering.types import NOT_FOUND, Answer, Citation
 
 __all__ = ["NOT_FOUND", "Answer", "Citation", "EvidenceAnswerer"]

@@ -1,19 +1,19 @@
 """Evidence-first answering, stage by stage: retrieve -> evidence -> prompt -> generate -> verify -> compose.
 
 1. Retrieve the top-``k`` passages (hybrid) and merge passages of one document where they overlap.
-2. Select the best :data:`EVIDENCE_SENTENCES` sentences (:mod:`~service.answering.evidence`).
+2. Select the best :data:`EVIDENCE_SENTENCES` sentences (:mod:`~citerag.service.answering.evidence`).
 3. The model judges each sentence alone: its probability that the sentence answers the question (one token
-   under a yes/no grammar; :func:`~service.answering.generate.relevance`). A sentence's final score is
+   under a yes/no grammar; :func:`~citerag.service.answering.generate.relevance`). A sentence's final score is
    :data:`RELEVANCE_WEIGHT` times that probability plus the rest times its evidence score; the best one is stated.
 4. A yes/no question is also decided: the model drafts what the top document's text concludes, then its
-   yes/no/maybe probabilities are read (:func:`~service.answering.generate.decide`).
+   yes/no/maybe probabilities are read (:func:`~citerag.service.answering.generate.decide`).
 5. Verify: abstain when retrieval found nothing close, or when the model's probability that the best sentence
-   answers is below :data:`~service.answering.verify.MIN_CONFIDENCE`.
-6. Compose the answer from the chosen sentences (:mod:`~service.answering.compose`): each citation is the
+   answers is below :data:`~citerag.service.answering.verify.MIN_CONFIDENCE`.
+6. Compose the answer from the chosen sentences (:mod:`~citerag.service.answering.compose`): each citation is the
    exact span of a sentence the answer states.
 
 A question that names two or more retrieved papers ("How do SV2P and Error Encoding Networks each ...?",
-:func:`~service.answering.evidence.named_documents`) gets the best sentence of each, in the order named (each
+:func:`~citerag.service.answering.evidence.named_documents`) gets the best sentence of each, in the order named (each
 paper's best sentence joins the evidence if it was not among it). Otherwise a sentence from another paper that the
 model judges as likely to answer as the best one, within :data:`SECOND_PAPER_RATIO`, and at least
 :data:`SECOND_PAPER_MIN`, is stated too; a which-papers question lists every paper whose sentence clears
@@ -32,16 +32,16 @@ from collections.abc import Callable
 
 import numpy as np
 
-from index.backend import Searcher
-from index.search import SearchResult
-from service.answering import verify
-from service.answering.base import RetrievingAnswerer, retrieval_gap
-from service.answering.compose import compose
-from service.answering.evidence import DEFAULT_WEIGHTS, Evidence, grouped, named_documents, select_evidence
-from service.answering.generate import decide, relevance
-from service.answering.prompt import asks_which_papers, is_yes_no
-from service.answering.types import NOT_FOUND, Answer
-from service.generator import Generator
+from citerag.index.backend import Searcher
+from citerag.index.search import SearchResult
+from citerag.service.answering import verify
+from citerag.service.answering.base import RetrievingAnswerer, retrieval_gap
+from citerag.service.answering.compose import compose
+from citerag.service.answering.evidence import DEFAULT_WEIGHTS, Evidence, grouped, named_documents, select_evidence
+from citerag.service.answering.generate import decide, relevance
+from citerag.service.answering.prompt import asks_which_papers, is_yes_no
+from citerag.service.answering.types import NOT_FOUND, Answer
+from citerag.service.generator import Generator
 
 #: Evidence sentences the model judges (each costs ~1 s of prompt evaluation on 2 cores; at most 9).
 EVIDENCE_SENTENCES = 6
@@ -60,14 +60,14 @@ class EvidenceAnswerer(RetrievingAnswerer):
     """Answers by choosing evidence (module docstring); the same interface as the generative answerer.
 
     Args:
-        retriever: what ranks passages: a :class:`~index.retrieve.Retriever` or a backend.
+        retriever: what ranks passages: a :class:`~citerag.index.retrieve.Retriever` or a backend.
         generator: the loaded chat model.
         encode: the dense encoder's ``encode`` (``list[str] -> (n, dim) float32``, L2-normalised rows).
         min_dense_score: abstain before asking the model when the best passage's cosine is below this.
         min_confidence: abstain when the model's P(yes) for the stated sentence is below this
-            (:mod:`~service.answering.verify`).
+            (:mod:`~citerag.service.answering.verify`).
         evidence_sentences: sentences the model judges (1-9).
-        weights: ``(dense, bm25, coverage, rank)`` weights of the evidence score (:mod:`~service.answering.evidence`).
+        weights: ``(dense, bm25, coverage, rank)`` weights of the evidence score (:mod:`~citerag.service.answering.evidence`).
         decision_bias: per-class log-probability offsets of the yes/no/maybe decision.
 
     Raises:
@@ -152,7 +152,7 @@ class EvidenceAnswerer(RetrievingAnswerer):
 
     def _select(self, question: str, passages: list[SearchResult], named: list[str]) -> list[Evidence]:
         """The best :attr:`evidence_sentences` sentences, plus the best sentence of each document the question
-        names (:func:`~service.answering.evidence.named_documents`) that has none among them (at most 9 in all)."""
+        names (:func:`~citerag.service.answering.evidence.named_documents`) that has none among them (at most 9 in all)."""
         ranked = select_evidence(question, passages, self.encode, max(self.evidence_sentences, 64), self.weights)
         chosen = ranked[: self.evidence_sentences]
         for doc_id in named:

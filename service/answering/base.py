@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from index.backend import Searcher
-from index.filters import Filters
-from index.search import SearchResult
-from service.answering.types import Answer
-from service.context import merge_same_document
+from citerag.index.backend import Searcher
+from citerag.index.filters import Filters
+from citerag.index.search import SearchResult
+from citerag.service.answering.types import Answer
+from citerag.service.context import merge_same_document
 
 
 def retrieval_gap(passages: list[SearchResult], min_dense_score: float) -> str:
@@ -34,7 +34,7 @@ class RetrievingAnswerer:
 
     def retrieve(self, question: str, k: int, filters: Filters | None = None) -> list[SearchResult]:
         """The top-``k`` hybrid passages, passages of one document together and merged where they overlap
-        (:func:`service.context.merge_same_document`), so at most ``k`` blocks."""
+        (:func:`citerag.service.context.merge_same_document`), so at most ``k`` blocks."""
         return merge_same_document(self.retriever.search(question, k=k, mode="hybrid", filters=filters))
 
     def ask(
@@ -48,7 +48,7 @@ class RetrievingAnswerer:
 
         Args:
             on_delta: receives the answer's text as it becomes visible (streaming); return True to stop.
-            filters: metadata conditions applied inside retrieval (:mod:`index.filters`).
+            filters: metadata conditions applied inside retrieval (:mod:`citerag.index.filters`).
         """
         started = time.perf_counter()
         passages = self.retrieve(question, k, filters)

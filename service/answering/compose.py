@@ -11,16 +11,16 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from index.text import fold
-from index.types import Document
-from service.answering.evidence import Evidence
-from service.answering.types import Citation
-from service.context import coined_name
+from citerag.index.text import fold
+from citerag.index.types import Document
+from citerag.service.answering.evidence import Evidence
+from citerag.service.answering.types import Citation
+from citerag.service.context import coined_name
 
 
 def paper_name(document: Document, passage_text: str) -> str | None:
     """What an answer may call ``document`` when citing ``passage_text``: its title, else the name its abstract
-    introduces (:func:`~service.context.coined_name`) when the passage holds that name, else ``None``."""
+    introduces (:func:`~citerag.service.context.coined_name`) when the passage holds that name, else ``None``."""
     if document.title.strip():
         return fold(document.title).replace("[", "(").replace("]", ")")
     name = coined_name(document.text)

@@ -5,7 +5,7 @@ A sentence's score is a weighted sum of four signals, each scaled to ``[0, 1]`` 
 
 * ``dense``: cosine similarity of the sentence and the question (the index's embedding model, L2-normalised);
 * ``bm25``: BM25 (Robertson & Zaragoza 2009; rank-bm25's Okapi variant, k1 = 1.5, b = 0.75) of the sentence
-  among the candidate sentences, with the index's analyser (:func:`index.tokenize.tokenize`);
+  among the candidate sentences, with the index's analyser (:func:`citerag.index.tokenize.tokenize`);
 * ``coverage``: the IDF-weighted share of the question's terms the sentence contains (IDF over the candidates);
 * ``rank``: the reciprocal of its passage's fused rank, ``1 / rank`` (a sentence of the best passage scores 1).
 
@@ -23,10 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 from rank_bm25 import BM25Okapi
 
-from index.search import SearchResult
-from index.text import fold, split_sentences
-from index.tokenize import tokenize
-from service.context import coined_name, names_in
+from citerag.index.search import SearchResult
+from citerag.index.text import fold, split_sentences
+from citerag.index.tokenize import tokenize
+from citerag.service.context import coined_name, names_in
 
 #: (dense, bm25, coverage, rank) weights of the sentence score.
 DEFAULT_WEIGHTS: tuple[float, float, float, float] = (0.4, 0.1, 0.4, 0.1)
@@ -47,7 +47,7 @@ class Evidence:
         passage: 1-based number of the passage (in the list given to :func:`select_evidence`) holding it.
         result: that passage and its document.
         start, end: character offsets into the document text: ``result.document.text[start:end] == text``.
-        text: the sentence as stored (markup kept); the prompt and the answer show :func:`~index.text.fold` of it.
+        text: the sentence as stored (markup kept); the prompt and the answer show :func:`~citerag.index.text.fold` of it.
         score: the combined score (module docstring), in ``[0, 1]``.
         dense: its cosine similarity to the question (unscaled), in ``[-1, 1]``.
     """
@@ -187,7 +187,7 @@ def select_evidence(
 
 def question_names(question: str) -> list[str]:
     """The names ``question`` mentions, in order: name-shaped tokens (``SV2P``, ``Harmonic-NAS``; the field's
-    common acronyms left out, :func:`~service.context.names_in`) and runs of two or more capitalised words after
+    common acronyms left out, :func:`~citerag.service.context.names_in`) and runs of two or more capitalised words after
     its first word ("Error Encoding Networks", "Critique Fine-Tuning").
 
     >>> question_names("How do SV2P and Error Encoding Networks each model uncertainty?")
@@ -216,7 +216,7 @@ def question_names(question: str) -> list[str]:
 def named_documents(question: str, passages: Sequence[SearchResult]) -> list[str]:
     """The retrieved documents ``question`` names, in the order it names them: a name (:func:`question_names`)
     names the best-ranked document that is called so, by its title (the name in it as whole words, case ignored) or
-    by the name its abstract introduces (:func:`~service.context.coined_name`). A name a paper only mentions
+    by the name its abstract introduces (:func:`~citerag.service.context.coined_name`). A name a paper only mentions
     ("HIV-1", "COVID-19") names none. Returns ``[]`` unless at least two different documents are named: a question
     about one paper needs nothing more than the best sentence."""
     docs: list[str] = []

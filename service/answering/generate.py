@@ -1,6 +1,6 @@
 """The model's steps: judge each evidence sentence, decide a yes/no question (after a free one-sentence draft).
 
-Each judgement is one greedy completion of one token under a grammar (:mod:`service.answering.prompt`), and what is used is
+Each judgement is one greedy completion of one token under a grammar (:mod:`citerag.service.answering.prompt`), and what is used is
 not the token written but the model's probabilities over the allowed options at that position (llama.cpp's
 ``top_logprobs``, reported before the grammar masks the alternatives). Spellings of one option are pooled
 (``"Yes"``, ``" yes"`` and ``"yes"`` are the option ``yes``); an option absent from the top 20 gets the smallest
@@ -13,15 +13,15 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from service.answering.evidence import Evidence
-from service.answering.prompt import (
+from citerag.service.answering.evidence import Evidence
+from citerag.service.answering.prompt import (
     DECISION_GRAMMAR,
     RELEVANCE_GRAMMAR,
     decision_after_draft,
     draft_messages,
     relevance_messages,
 )
-from service.generator import Completion, Generator
+from citerag.service.generator import Completion, Generator
 
 TOP_LOGPROBS = 20
 #: Token limit of the decision's draft (one sentence; ~10 tokens/s on 2 cores).

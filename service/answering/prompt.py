@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 
-from index.text import fold
-from service.answering.evidence import Evidence
+from citerag.index.text import fold
+from citerag.service.answering.evidence import Evidence
 
 SYSTEM_PROMPT = (
     "You read numbered evidence sentences taken from scientific papers and answer a question about them in the "

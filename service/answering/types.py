@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from index.search import SearchResult
+from citerag.index.search import SearchResult
 
 if TYPE_CHECKING:
-    from service.answering.evidence import Evidence
+    from citerag.service.answering.evidence import Evidence
 
 NOT_FOUND = "Not found in the indexed abstracts."
 

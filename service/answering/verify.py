@@ -1,11 +1,11 @@
 """Verification of the model's choices: the calibrated decision and the abstention score.
 
 * Decision: ``argmax_c log p(c) + bias_c`` over yes/no/maybe, where ``p`` is the model's probability given the
-  evidence (:func:`~service.answering.generate.decide`) and ``bias`` a per-class offset fitted on dev questions
+  evidence (:func:`~citerag.service.answering.generate.decide`) and ``bias`` a per-class offset fitted on dev questions
   (PubMedQA's odd half): the "contextual calibration" of Zhao et al. 2021 (ICML), which corrects a small model's
   prior towards one label without changing how it reads the evidence.
 * Abstention: the answer's confidence is the model's probability that the sentence it rests on answers the
-  question (:func:`~service.answering.generate.relevance`); the service abstains below :data:`MIN_CONFIDENCE`, or
+  question (:func:`~citerag.service.answering.generate.relevance`); the service abstains below :data:`MIN_CONFIDENCE`, or
   before asking the model when retrieval found no passage close to the question (best cosine below
   ``min_dense_score``).
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-#: Per-class log-probability offsets for yes/no/maybe. After the draft (:func:`~service.answering.generate.decide`)
+#: Per-class log-probability offsets for yes/no/maybe. After the draft (:func:`~citerag.service.answering.generate.decide`)
 #: none is needed: on PubMedQA's dev half the best offsets gained 1 question of 59 (``eval/results/qa.md``), so
 #: they are zero; the mechanism stays for a model whose prior leans to one label.
 DECISION_BIAS: dict[str, float] = {"yes": 0.0, "no": 0.0, "maybe": 0.0}

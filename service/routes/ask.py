@@ -1,4 +1,4 @@
-"""``POST /ask``: a cited answer, or an abstention; as JSON, or as server-sent events (:mod:`service.streaming`).
+"""``POST /ask``: a cited answer, or an abstention; as JSON, or as server-sent events (:mod:`citerag.service.streaming`).
 
 :func:`answer_or_stream` (admission, then an answer or a stream) is shared with the OpenAI-compatible route.
 """
@@ -11,9 +11,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
-from service.schemas import AskRequest, AskResponse
-from service.state import Service, ServiceDep
-from service.streaming import answer_events, event_stream
+from citerag.service.schemas import AskRequest, AskResponse
+from citerag.service.state import Service, ServiceDep
+from citerag.service.streaming import answer_events, event_stream
 
 router = APIRouter()
 

@@ -1,5 +1,5 @@
 """The documents resource: ``GET /documents`` (paged), ``GET /documents/{doc_id}``, and the writes
-``POST /documents`` and ``DELETE /documents/{doc_id}``, which need the API key (:class:`service.state.WriteGuard`)."""
+``POST /documents`` and ``DELETE /documents/{doc_id}``, which need the API key (:class:`citerag.service.state.WriteGuard`)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Query
 from fastapi.exceptions import RequestValidationError
 
-from index.errors import DocumentNotFound
-from index.types import Document
-from service.schemas import (
+from citerag.index.errors import DocumentNotFound
+from citerag.index.types import Document
+from citerag.service.schemas import (
     MAX_DOCUMENTS_PER_REQUEST,
     DocumentIn,
     DocumentOut,
@@ -18,7 +18,7 @@ from service.schemas import (
     DocumentSummary,
     WriteReportOut,
 )
-from service.state import BearerDep, ServiceDep
+from citerag.service.state import BearerDep, ServiceDep
 
 router = APIRouter()
 

@@ -1,5 +1,5 @@
 """The OpenAI-compatible routes, ``GET /v1/models`` and ``POST /v1/chat/completions``; the request model and the
-translation of answers into OpenAI objects are in :mod:`service.openai_compat`."""
+translation of answers into OpenAI objects are in :mod:`citerag.service.openai_compat`."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.sse import EventSourceResponse
 from pydantic import ValidationError
 
-from service.openai_compat import MODEL_ID, ChatRequest, completion, stream_of
-from service.routes.ask import answer_or_stream
-from service.schemas import AskRequest
-from service.state import ServiceDep
+from citerag.service.openai_compat import MODEL_ID, ChatRequest, completion, stream_of
+from citerag.service.routes.ask import answer_or_stream
+from citerag.service.schemas import AskRequest
+from citerag.service.state import ServiceDep
 
 router = APIRouter()
 

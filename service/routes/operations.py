@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from service.schemas import Health
-from service.state import MetricsDep, ServiceDep
+from citerag.service.schemas import Health
+from citerag.service.state import MetricsDep, ServiceDep
 
 router = APIRouter()
 

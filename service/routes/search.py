@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from service.schemas import PassageOut, SearchRequest, SearchResponse
-from service.state import ServiceDep
+from citerag.service.schemas import PassageOut, SearchRequest, SearchResponse
+from citerag.service.state import ServiceDep
 
 router = APIRouter()
 

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-from index.bm25 import BM25Index
-from index.ingest import load_documents
-from index.tokenize import tokenize
+from citerag.index.bm25 import BM25Index
+from citerag.index.ingest import load_documents
+from citerag.index.tokenize import tokenize
 from tests.conftest import SEEDS
 
 

@@ -2,7 +2,7 @@
 temporary index directory) and on Milvus Lite (a ``*.db`` file in a temporary directory).
 
 The deterministic stand-in encoder (:class:`~tests.conftest.HashEmbedder`, counting its calls) gives both backends
-the same vectors: the model is not the subject here, the interface is (:class:`index.backend.SearchBackend`).
+the same vectors: the model is not the subject here, the interface is (:class:`citerag.index.backend.SearchBackend`).
 What the two may differ in, and so is not asserted: ``version`` labels, BM25 score magnitudes (Milvus multiplies by
 ``k1 + 1`` and computes IDF per segment), the default hybrid fusion (embedded: bounded, Milvus: RRF) and the ids
 Milvus cannot store (``"`` and ``\\``: tests/index/test_milvus.py).
@@ -16,18 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from index.backend import SearchBackend
-from index.build import build_index
-from index.chunking import Chunker, model_text
-from index.embedded import EmbeddedBackend
-from index.errors import DocumentNotFound, IngestError
-from index.filters import compile_filters
-from index.ingest import load_documents, make_document
-from index.milvus import MilvusBackend
-from index.retrieve import Retriever
-from index.store import IndexConfig, IndexStore
-from index.types import Document
-from index.writes import WriteReport
+from citerag.index.backend import SearchBackend
+from citerag.index.build import build_index
+from citerag.index.chunking import Chunker, model_text
+from citerag.index.embedded import EmbeddedBackend
+from citerag.index.errors import DocumentNotFound, IngestError
+from citerag.index.filters import compile_filters
+from citerag.index.ingest import load_documents, make_document
+from citerag.index.milvus import MilvusBackend
+from citerag.index.retrieve import Retriever
+from citerag.index.store import IndexConfig, IndexStore
+from citerag.index.types import Document
+from citerag.index.writes import WriteReport
 from tests.conftest import EDEN, SEEDS, CountingEmbedder, HashEmbedder
 
 BACKENDS = ["embedded", "milvus"]

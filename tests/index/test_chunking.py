@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from index.chunking import Chunker, model_text
-from index.ingest import load_documents
-from index.types import Document
+from citerag.index.chunking import Chunker, model_text
+from citerag.index.ingest import load_documents
+from citerag.index.types import Document
 from tests.conftest import SEEDS
 
 

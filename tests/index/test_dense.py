@@ -7,7 +7,7 @@ import threading
 import faiss
 import numpy as np
 
-from index.dense import DenseIndex, omp_threads
+from citerag.index.dense import DenseIndex, omp_threads
 
 
 def test_omp_threads_is_per_thread_and_restored() -> None:

@@ -8,10 +8,10 @@ import math
 
 import pytest
 
-from index.chunking import model_text
-from index.ingest import text_doc_id
-from index.tokenize import tokenize
-from index.types import Document
+from citerag.index.chunking import model_text
+from citerag.index.ingest import text_doc_id
+from citerag.index.tokenize import tokenize
+from citerag.index.types import Document
 from tests.conftest import SCRIPTS, StandInIndex
 
 MODES = ("hybrid", "bm25", "dense")

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from index.build import build_index
-from index.chunking import Chunker
-from index.embed_cache import CachedEmbedder, cache_key
-from index.ingest import load_documents
-from index.store import IndexConfig, IndexStore
+from citerag.index.build import build_index
+from citerag.index.chunking import Chunker
+from citerag.index.embed_cache import CachedEmbedder, cache_key
+from citerag.index.ingest import load_documents
+from citerag.index.store import IndexConfig, IndexStore
 from tests.conftest import SEEDS, CountingEmbedder, HashEmbedder
 
 TEXTS = ["kv cache eviction", "sparse attention for long context", "diffusion models for proteins"]
@@ -99,7 +99,7 @@ class TestCachedEmbedder:
         else:  # a file that is not a shard at all, under a valid-looking name
             damaged.write_bytes(b"not numpy")
         inner = CountingEmbedder()
-        with caplog.at_level(logging.WARNING, logger="index.embed_cache"):
+        with caplog.at_level(logging.WARNING, logger="citerag.index.embed_cache"):
             with CachedEmbedder(inner, tmp_path) as cached:
                 out = cached.encode(TEXTS)
         assert f"ignoring shard {damaged}" in caplog.text

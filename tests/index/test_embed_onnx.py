@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from index.build import passage_texts
-from index.chunking import Chunker
-from index.ingest import load_documents
-from index.retrieve import Retriever
-from service.models import onnx_int8_model
-from service.pipeline import ensure_index, load_embedder
+from citerag.index.build import passage_texts
+from citerag.index.chunking import Chunker
+from citerag.index.ingest import load_documents
+from citerag.index.retrieve import Retriever
+from citerag.service.models import onnx_int8_model
+from citerag.service.pipeline import ensure_index, load_embedder
 from tests.conftest import EDEN, SEEDS
 
 pytestmark = pytest.mark.slow

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from index.filters import compile_filters
-from index.types import Document
+from citerag.index.filters import compile_filters
+from citerag.index.types import Document
 from tests.conftest import ROOT
 
 ML_ABSTRACTS = ROOT.parent / "shared" / "corpora" / "ml_abstracts.jsonl.gz"
@@ -43,7 +43,7 @@ class TestCompileFilters:
 def test_filters_apply_inside_retrieval_on_the_ml_corpus(stand_in) -> None:
     """On 22,981 real abstracts: a filtered top-k is full (a post-filter of the unfiltered top-k would not be) and
     every hit matches. The stand-in embedder is enough: the filter, not the model, is under test."""
-    from index.ingest import load_documents
+    from citerag.index.ingest import load_documents
 
     documents = load_documents([ML_ABSTRACTS])
     assert len(documents) == 22981
@@ -62,7 +62,7 @@ def test_a_deeply_nested_filter_target_is_a_value_error_naming_the_field() -> No
     """A 478-deep list (a 1 KB body) raised RecursionError and answered 500 (issue 16)."""
     import pytest
 
-    from index.filters import compile_filters
+    from citerag.index.filters import compile_filters
 
     deep: list = ["icml"]
     for _ in range(478):

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from index.fusion import min_max, reciprocal_rank_fusion, weighted_score_fusion
-from index.types import Hit
+from citerag.index.fusion import min_max, reciprocal_rank_fusion, weighted_score_fusion
+from citerag.index.types import Hit
 
 
 def _run(rows: list[int], scores: list[float] | None = None) -> list[Hit]:
@@ -49,7 +49,7 @@ class TestWeightedFusion:
 
 class TestBoundedFusion:
     def test_bm25_divided_by_its_bound_plus_cosine(self) -> None:
-        from index.fusion import bounded_score_fusion
+        from citerag.index.fusion import bounded_score_fusion
 
         bm25 = _run([1, 2], [6.0, 3.0])
         dense = _run([2, 3], [0.8, 0.5])
@@ -58,7 +58,7 @@ class TestBoundedFusion:
         assert [(h.row, round(h.score, 6)) for h in fused] == [(2, 0.525), (1, 0.25), (3, 0.25)]
 
     def test_bound_must_be_positive(self) -> None:
-        from index.fusion import bounded_score_fusion
+        from citerag.index.fusion import bounded_score_fusion
 
         with pytest.raises(ValueError, match="bm25_bound must be > 0"):
             bounded_score_fusion([], [], 0.0)
@@ -67,7 +67,7 @@ class TestBoundedFusion:
 def test_bm25_upper_bound_is_the_sum_of_lucene_idfs() -> None:
     import math
 
-    from index.bm25 import BM25Index
+    from citerag.index.bm25 import BM25Index
 
     index = BM25Index()
     index.build([["kv", "cache"], ["kv"], ["model"], ["model", "cache"]])

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from index.errors import IngestError
-from index.ingest import Corpus, load_documents, read_corpus, text_doc_id
-from index.text import fold
+from citerag.index.errors import IngestError
+from citerag.index.ingest import Corpus, load_documents, read_corpus, text_doc_id
+from citerag.index.text import fold
 from tests.conftest import EDEN, SEEDS
 
 

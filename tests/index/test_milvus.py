@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from index.backend import SearchBackend
-from index.chunking import Chunker
-from index.errors import BackendUnavailable, DocumentNotFound, IndexMismatch, IngestError
-from index.filters import compile_filters
-from index.ingest import load_documents
-from index.milvus import MilvusBackend
-from index.milvus_filters import Unsatisfiable, milvus_expression
-from index.types import Document
+from citerag.index.backend import SearchBackend
+from citerag.index.chunking import Chunker
+from citerag.index.errors import BackendUnavailable, DocumentNotFound, IndexMismatch, IngestError
+from citerag.index.filters import compile_filters
+from citerag.index.ingest import load_documents
+from citerag.index.milvus import MilvusBackend
+from citerag.index.milvus_filters import Unsatisfiable, milvus_expression
+from citerag.index.types import Document
 from tests.conftest import EDEN, SEEDS, HashEmbedder
 
 EDEN_QUESTION = "How many parameters does the largest metagenomic foundation model have?"
@@ -219,7 +219,7 @@ class TestSearch:
         assert backend.search("the of and", mode="bm25") == []  # stop words only: no BM25 term
 
     def test_bounded_fusion_asked_at_start_falls_back_to_rrf_with_a_warning(self, tmp_path, chunker, caplog) -> None:
-        with caplog.at_level(logging.WARNING, logger="index.milvus"):
+        with caplog.at_level(logging.WARNING, logger="citerag.index.milvus"):
             milvus = MilvusBackend(str(tmp_path / "b.db"), HashEmbedder(), chunker, fusion="bounded")
         reason = "bounded -> rrf: bounded needs BM25 document frequencies, which Milvus does not expose"
         assert [r.levelname for r in caplog.records if reason in r.getMessage()] == ["WARNING"]
@@ -272,7 +272,7 @@ def real_settings(settings_factory):
 @pytest.fixture(scope="module")
 def real_milvus(real_settings):
     """The seed corpus ingested on first run by ``open_milvus_backend`` with the packaged MiniLM."""
-    from service.pipeline import open_milvus_backend
+    from citerag.service.pipeline import open_milvus_backend
 
     backend = open_milvus_backend(real_settings, show_progress=False)
     yield backend
@@ -284,7 +284,7 @@ class TestRealModel:
     """The packaged MiniLM, the first-run ingest of ``open_milvus_backend`` and the real generator."""
 
     def test_first_run_ingests_the_corpus_once(self, real_settings, real_milvus) -> None:
-        from service.pipeline import open_milvus_backend
+        from citerag.service.pipeline import open_milvus_backend
 
         assert real_milvus.stats()["documents"] == 38 and real_milvus.uri == str(real_settings.index_dir / "milvus.db")
         assert open_milvus_backend(real_settings, show_progress=False).stats()["version"] == "milvus-38-38"
@@ -298,7 +298,7 @@ class TestRealModel:
         assert other and all(r.document.doc_id != EDEN for r in other)
 
     def test_ask_answers_with_the_eden_citation(self, real_settings, real_milvus) -> None:
-        from service.pipeline import open_answerer
+        from citerag.service.pipeline import open_answerer
 
         answer = open_answerer(real_settings, real_milvus).ask(EDEN_QUESTION, k=5)  # type: ignore[arg-type]
         assert answer.abstained is False, answer.reason

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from index.build import build_index, embed_passages
-from index.chunking import Chunker
-from index.ingest import load_documents
-from index.progress import build_progress
-from index.store import IndexConfig, IndexStore
+from citerag.index.build import build_index, embed_passages
+from citerag.index.chunking import Chunker
+from citerag.index.ingest import load_documents
+from citerag.index.progress import build_progress
+from citerag.index.store import IndexConfig, IndexStore
 from tests.conftest import SEEDS, CountingEmbedder, HashEmbedder
 
 

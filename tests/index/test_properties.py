@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from index.chunking import Chunker
-from index.fusion import bounded_score_fusion, reciprocal_rank_fusion
-from index.tokenize import tokenize
-from index.types import Document, Hit
+from citerag.index.chunking import Chunker
+from citerag.index.fusion import bounded_score_fusion, reciprocal_rank_fusion
+from citerag.index.tokenize import tokenize
+from citerag.index.types import Document, Hit
 
 TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=600)
 

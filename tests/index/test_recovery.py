@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from index.build import update_index
-from index.errors import DocumentNotFound
-from index.recovery import IndexUnrecoverable, fold, recover, replay
-from index.store import DAMAGED, IndexStore, load_version
-from index.types import Document
-from index.wal import LogEntry, WriteLog, WriteLogDamaged
+from citerag.index.build import update_index
+from citerag.index.errors import DocumentNotFound
+from citerag.index.recovery import IndexUnrecoverable, fold, recover, replay
+from citerag.index.store import DAMAGED, IndexStore, load_version
+from citerag.index.types import Document
+from citerag.index.wal import LogEntry, WriteLog, WriteLogDamaged
 from tests.conftest import StandInIndex
 
 
@@ -37,7 +37,7 @@ def write(s: StandInIndex, upserts=(), deletes=()):  # noqa: ANN201 - (Path, Wri
 def full_build(s: StandInIndex, docs: list[Document], sources: list[str], logged_as: int | None = None) -> Path:
     """A full build from files, as `citerag index PATHS` does it (logged as a reset, or as replayed entry
     ``logged_as``). Returns the version directory."""
-    from index.build import WriteOptions, write_index
+    from citerag.index.build import WriteOptions, write_index
 
     return write_index(s.store, s.embedder, s.chunker, s.config, docs, replace=True, sources={"sources": sources},
                        reset_sources=sources, options=WriteOptions(logged_as=logged_as))[0]
@@ -45,7 +45,7 @@ def full_build(s: StandInIndex, docs: list[Document], sources: list[str], logged
 
 def restart(s: StandInIndex, sources: Path | None = None):  # noqa: ANN201 - LoadedIndex
     """What a start does: recover, replay, serve (a reset step re-reads ``sources``)."""
-    from index.ingest import load_documents
+    from citerag.index.ingest import load_documents
 
     def rebuild(paths: list[str], seq: int) -> None:
         full_build(s, load_documents([Path(p) for p in paths]), paths, logged_as=seq)
@@ -219,7 +219,7 @@ def test_a_second_start_after_a_refusal_refuses_again(stand_in: StandInIndex, tm
 def test_a_version_that_failed_to_become_live_is_removed(stand_in: StandInIndex, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """CURRENT could not be written (disk full): the complete version must not be served later as the newest."""
-    import index.store as store_module
+    import citerag.index.store as store_module
 
     three_then_two(stand_in, tmp_path)
     real = store_module.atomic_write_text
@@ -251,7 +251,7 @@ def test_an_entry_left_by_a_dead_writer_is_dropped_by_the_next_write(stand_in: S
 def test_a_read_error_of_the_machine_does_not_set_a_version_aside(
     stand_in: StandInIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import index.recovery as recovery_module
+    import citerag.index.recovery as recovery_module
 
     three_then_two(stand_in, tmp_path)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from index.ids import MAX_ID_CHARS, check_doc_id
-from index.search import candidate_depth, check_fusion, fusion_depth
+from citerag.index.ids import MAX_ID_CHARS, check_doc_id
+from citerag.index.search import candidate_depth, check_fusion, fusion_depth
 
 
 def test_candidate_depth_by_mode() -> None:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from index.errors import IndexMismatch, IndexNotFound, IngestError
-from index.ingest import load_documents
-from index.retrieve import Retriever
-from index.store import corpus_fingerprint
+from citerag.index.errors import IndexMismatch, IndexNotFound, IngestError
+from citerag.index.ingest import load_documents
+from citerag.index.retrieve import Retriever
+from citerag.index.store import corpus_fingerprint
 from tests.conftest import EDEN, SEEDS, StandInIndex
 
 
@@ -34,7 +34,7 @@ class TestIndexStore:
         assert [p.ordinal for p in index.passages_of(EDEN)] == list(range(len(index.passages_of(EDEN))))
 
     def test_an_index_from_before_tokenizer_versions_reads_as_version_1(self, stand_in) -> None:
-        from index.tokenize import TOKENIZER_VERSION
+        from citerag.index.tokenize import TOKENIZER_VERSION
 
         version = _build(stand_in, sorted(SEEDS.glob("*.txt"))[:1])
         assert stand_in.store.load().config.tokenizer_version == TOKENIZER_VERSION == 2

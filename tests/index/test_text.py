@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from index.text import display_label, fold, split_sentences
+from citerag.index.text import display_label, fold, split_sentences
 
 
 class TestFold:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from index.tokenize import tokenize
+from citerag.index.tokenize import tokenize
 
 
 class TestTokenize:

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from index.bm25 import top_k_hits
-from index.build import build_index
-from index.chunking import Chunker
-from index.ingest import load_documents
-from index.retrieve import Retriever
-from index.store import IndexConfig, IndexStore
+from citerag.index.bm25 import top_k_hits
+from citerag.index.build import build_index
+from citerag.index.chunking import Chunker
+from citerag.index.ingest import load_documents
+from citerag.index.retrieve import Retriever
+from citerag.index.store import IndexConfig, IndexStore
 from tests.conftest import SEEDS, HashEmbedder
 
 SCORES = st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.5, -1.0, -math.inf]), max_size=60)

@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from index.build import build_index, update_index
-from index.chunking import Chunker
-from index.dense import choose_kind
-from index.embedded import EmbeddedBackend
-from index.errors import DocumentNotFound
-from index.ingest import load_documents, make_document
-from index.retrieve import Retriever
-from index.store import IndexConfig, IndexStore
+from citerag.index.build import build_index, update_index
+from citerag.index.chunking import Chunker
+from citerag.index.dense import choose_kind
+from citerag.index.embedded import EmbeddedBackend
+from citerag.index.errors import DocumentNotFound
+from citerag.index.ingest import load_documents, make_document
+from citerag.index.retrieve import Retriever
+from citerag.index.store import IndexConfig, IndexStore
 from tests.conftest import EDEN, SEEDS, CountingEmbedder
 
 
@@ -141,9 +141,9 @@ def test_the_dense_index_kind_follows_the_size_threshold(built) -> None:
 
 def _fresh_bm25_scores(index, query_tokens):
     """BM25 scores of a from-scratch index over ``index``'s passages (tokenised again from their texts)."""
-    from index.bm25 import BM25Index
-    from index.build import passage_texts
-    from index.tokenize import tokenize_many
+    from citerag.index.bm25 import BM25Index
+    from citerag.index.build import passage_texts
+    from citerag.index.tokenize import tokenize_many
 
     fresh = BM25Index(index.config.bm25_k1, index.config.bm25_b, index.config.bm25_method)
     fresh.build(tokenize_many(passage_texts(index.passages, index.documents)))
@@ -152,7 +152,7 @@ def _fresh_bm25_scores(index, query_tokens):
 
 @pytest.mark.parametrize("query", ["zorblax memory", "EDEN parameters", "KV cache eviction", "conformal prediction"])
 def test_updates_reuse_kept_tokens_and_score_as_a_fresh_bm25_build(built, query: str) -> None:
-    from index.tokenize import tokenize
+    from citerag.index.tokenize import tokenize
 
     store = built[0]
     _update(built, [NEW])  # adds only: tokens of the 38 abstracts are read back, not tokenised again
@@ -181,7 +181,7 @@ def test_an_update_that_only_adds_inserts_into_a_copy_of_the_live_hnsw_graph(bui
 
 
 def test_corpus_tokens_select_and_extend_round_trip(tmp_path: Path) -> None:
-    from index.bm25 import CorpusTokens
+    from citerag.index.bm25 import CorpusTokens
 
     table = CorpusTokens.from_tokens([["a", "b"], [], ["b", "c", "c"]]).extend([["d", "a"]])
     assert table.size == 4 and table.vocab == ["a", "b", "c", "d"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.answer import build_messages, check_citations, is_refusal
+from citerag.service.answer import build_messages, check_citations, is_refusal
 
 PASSAGES = [
     "EDEN is a family of metagenomic foundation models scaled up to 28 billion parameters.",
@@ -69,7 +69,7 @@ class TestNumberCheck:
         assert check_citations(text, PASSAGES) == (text, [5, 2])
 
     def test_numbers_are_read_after_folding(self) -> None:
-        from service.answer import numbers_in
+        from citerag.service.answer import numbers_in
 
         assert numbers_in("12,000 rollouts, 80\\% and 1.19$\\times$, V₁") == ["12000", "80", "1.19", "1"]
 
@@ -79,7 +79,7 @@ class TestNumberCheck:
     [("Passage [1]", False), ("[1] and [5]", False), ("Yes [2].", True), ("EDEN has 28 billion parameters [1].", True)],
 )
 def test_an_answer_must_state_something(text: str, expected: bool) -> None:
-    from service.answer import states_something
+    from citerag.service.answer import states_something
 
     assert states_something(text) is expected
 
@@ -97,13 +97,13 @@ def test_an_answer_must_state_something(text: str, expected: bool) -> None:
     ],
 )
 def test_a_quantity_question_needs_the_quantity(question: str, answer: str, gap: str) -> None:
-    from service.answer import quantity_gap
+    from citerag.service.answer import quantity_gap
 
     assert quantity_gap(question, answer, [PASSAGES[1], PASSAGES[4]]) == gap
 
 
 def test_digits_inside_names_are_not_quantities() -> None:
-    from service.answer import quantity_gap
+    from citerag.service.answer import quantity_gap
 
     answer = "PolyNeXt matches its counterparts on ImageNet-1K and ADE20K [1]."
     assert quantity_gap("What percentage of top-1 labels does PolyNeXt get right?", answer, [answer]) == (

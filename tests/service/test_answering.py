@@ -9,11 +9,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from index.types import Document, Passage
-from index.search import SearchResult
-from service.answering import EvidenceAnswerer
-from service.answering.compose import compose
-from service.answering.evidence import (
+from citerag.index.types import Document, Passage
+from citerag.index.search import SearchResult
+from citerag.service.answering import EvidenceAnswerer
+from citerag.service.answering.compose import compose
+from citerag.service.answering.evidence import (
     candidate_sentences,
     grouped,
     named_documents,
@@ -21,16 +21,16 @@ from service.answering.evidence import (
     select_evidence,
     sentence_scores,
 )
-from service.answering.generate import option_probabilities
-from service.answering.prompt import (
+from citerag.service.answering.generate import option_probabilities
+from citerag.service.answering.prompt import (
     asks_which_papers,
     decision_after_draft,
     draft_messages,
     is_yes_no,
     relevance_messages,
 )
-from service.answering.verify import calibrated_decision
-from service.generator import Completion
+from citerag.service.answering.verify import calibrated_decision
+from citerag.service.generator import Completion
 from tests.conftest import HashEmbedder
 
 COVID = (

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from service import qa_metrics as m
-from service.qa_eval import load_qa
+from citerag.eval import qa_metrics as m
+from citerag.eval.qa import load_qa
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
@@ -41,7 +41,7 @@ def small_corpus(folder: Path, doc_ids: set[str], extra: int, out: Path) -> Path
 def answer_with(settings_factory, tmp_path_factory):
     if not BENCHMARKS.is_dir():
         pytest.skip(f"{BENCHMARKS} is absent (the shared benchmarks are beside the checkout in CI)")
-    from service.pipeline import ensure_index, open_answerer, open_retriever
+    from citerag.service.pipeline import ensure_index, open_answerer, open_retriever
 
     def make(name: str, qids: list[str], distractors: list[str] | int):
         bench = load_qa(BENCHMARKS / name)

@@ -243,7 +243,7 @@ class TestStreaming:
 
 
 def test_overload_returns_503_with_retry_after(api_client) -> None:
-    from service.state import AdmissionGate
+    from citerag.service.state import AdmissionGate
 
     service = api_client.app.state.service
     saved, service.gate = service.gate, AdmissionGate(1)
@@ -275,7 +275,7 @@ def test_metrics_and_request_ids(api_client) -> None:
 def test_generation_stops_at_the_wall_clock_limit(api_client) -> None:
     """The free-text answerer (answer_mode="generate") stops at its wall-clock limit; evidence-first answering
     generates one token a step and has no such limit to reach."""
-    from service.answer import Answerer
+    from citerag.service.answer import Answerer
 
     service = api_client.app.state.service.answerer
     answerer = Answerer(service.retriever, service.generator, timeout_s=0.0)  # every token is past the deadline

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from index.chunking import model_text
-from index.ingest import load_documents
-from index.store import IndexStore
-from index.tokenize import tokenize
-from service.answer import NOT_FOUND
-from service.pipeline import EMPTY_INDEX
+from citerag.index.chunking import model_text
+from citerag.index.ingest import load_documents
+from citerag.index.store import IndexStore
+from citerag.index.tokenize import tokenize
+from citerag.service.answer import NOT_FOUND
+from citerag.service.pipeline import EMPTY_INDEX
 from tests.conftest import EDEN, SCRIPTS, SEEDS
 
 pytestmark = pytest.mark.slow
@@ -39,9 +39,9 @@ def empty(request, client_for, tmp_path: Path, caplog: pytest.LogCaptureFixture)
     source = None
     if request.param == "blank-records":
         source = write_jsonl(tmp_path / "blank.jsonl", [{"id": "a", "text": "  \n "}, {"id": "b", "title": "T", "text": ""}])
-    with caplog.at_level(logging.WARNING, logger="service.api"):
+    with caplog.at_level(logging.WARNING, logger="citerag.service.api"):
         client = client_for([source] if source else [])
-    return client, source, [r.getMessage() for r in caplog.records if r.name == "service.api"]
+    return client, source, [r.getMessage() for r in caplog.records if r.name == "citerag.service.api"]
 
 
 class TestEmptyCorpus:
@@ -86,7 +86,7 @@ def one(tmp_path_factory, settings_factory):
     """An app over a corpus of one document: the EDEN abstract (several passages), id ``eden``."""
     from fastapi.testclient import TestClient
 
-    from service.api import create_app
+    from citerag.service.api import create_app
 
     eden = next(d for d in load_documents([SEEDS]) if d.doc_id == EDEN)
     path = write_jsonl(tmp_path_factory.mktemp("one") / "eden.jsonl", [{"id": "eden", "text": eden.text}])

@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from service.cli import app
+from citerag.service.cli import app
 from tests.conftest import EDEN
 
 runner = CliRunner()
@@ -98,7 +98,7 @@ def test_docs_lists_38(seed_settings) -> None:
     ],
 )
 def test_usage_errors_are_one_line_with_status_2(monkeypatch, capsys, argv: list[str], message: str) -> None:
-    from service.cli import run
+    from citerag.service.cli import run
 
     monkeypatch.setattr("sys.argv", ["citerag", *argv])
     with pytest.raises(SystemExit) as exit_info:
@@ -125,7 +125,7 @@ def test_doctor_names_the_missing_model_package(monkeypatch, tmp_path) -> None:
             raise ImportError(name)
         return real(name, *args, **kwargs)
 
-    monkeypatch.setattr("service.models.importlib.import_module", without_part7)
+    monkeypatch.setattr("citerag.service.models.importlib.import_module", without_part7)
     monkeypatch.setenv("CITERAG_CACHE_DIR", str(tmp_path / "cache"))  # nothing assembled yet
     result = runner.invoke(app, ["doctor", "--index-dir", str(tmp_path / "none")])
     assert result.exit_code == 1

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from index.search import SearchResult
-from index.types import Document, Passage
-from service.answer import check_citations, claims_by_citation, name_references, supporting_span
-from service.context import coined_name, merge_same_document, select_sentences
+from citerag.index.search import SearchResult
+from citerag.index.types import Document, Passage
+from citerag.service.answer import check_citations, claims_by_citation, name_references, supporting_span
+from citerag.service.context import coined_name, merge_same_document, select_sentences
 
 TEXT_A = "Alpha one. Alpha two has 28 billion parameters. Alpha three. Alpha four."
 DOC_A = Document("a", "", TEXT_A, "Alpha")
@@ -166,7 +166,7 @@ def test_listed_passages_of_one_paper_are_named_once() -> None:
 
 
 def test_which_papers_questions_are_recognised() -> None:
-    from service.answer import asks_which_papers
+    from citerag.service.answer import asks_which_papers
 
     assert asks_which_papers("Which papers use flow matching?")
     assert asks_which_papers("which abstracts are about genome language models?")
@@ -199,7 +199,7 @@ def test_selected_sentences_keep_the_most_similar_in_text_order() -> None:
 
 
 def test_the_prompt_shows_the_selected_sentences_in_place_of_the_passage() -> None:
-    from service.answer import Answerer, build_messages
+    from citerag.service.answer import Answerer, build_messages
 
     doc = Document(doc_id="a", title="", text="A is new. Its speed is 40x. It is open.", label="a.txt")
     result = _result(doc, 0, 0, len(doc.text), 1, 0.5)

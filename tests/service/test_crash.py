@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from index.ingest import load_documents
-from index.store import IndexStore
+from citerag.index.ingest import load_documents
+from citerag.index.store import IndexStore
 from tests.conftest import EDEN, ROOT, SEEDS
 
 pytestmark = pytest.mark.slow

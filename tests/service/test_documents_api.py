@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from fastapi.security import HTTPAuthorizationCredentials
 
-from service.state import WriteGuard
-from service.errors import Unauthorized, WritesDisabled
+from citerag.service.state import WriteGuard
+from citerag.service.errors import Unauthorized, WritesDisabled
 from tests.conftest import API_KEY
 
 pytestmark = pytest.mark.slow
@@ -22,7 +22,7 @@ ZORBLAX = {"id": "zx-1", "title": "Zorblax", "text": "Zorblax quantisation halve
 def client(settings_factory, seed_corpus: Path) -> Iterator:
     from fastapi.testclient import TestClient
 
-    from service.api import create_app
+    from citerag.service.api import create_app
 
     with TestClient(create_app(settings_factory(corpus=[seed_corpus], api_key=API_KEY))) as test_client:
         yield test_client

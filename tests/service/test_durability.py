@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from index.faults import ENV
-from index.ingest import load_documents
-from index.store import DAMAGED, IndexStore
+from citerag.index.faults import ENV
+from citerag.index.ingest import load_documents
+from citerag.index.store import DAMAGED, IndexStore
 from tests.conftest import API_KEY, ROOT, SEEDS
 
 pytestmark = pytest.mark.slow
@@ -54,7 +54,7 @@ def test_documents_written_through_the_api_survive_a_damaged_live_version(
 ) -> None:
     from fastapi.testclient import TestClient
 
-    from service.api import create_app
+    from citerag.service.api import create_app
 
     settings = settings_factory(corpus=[three], api_key=API_KEY)
     with TestClient(create_app(settings)) as client:

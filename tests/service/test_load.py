@@ -40,7 +40,7 @@ HEALTH_IN_MIX = 16
 @pytest.fixture(scope="module")
 def server(seed_settings):
     """The app on the seed index, served by uvicorn; room for every question at once (no 503)."""
-    from service.api import create_app
+    from citerag.service.api import create_app
 
     app = create_app(seed_settings.model_copy(update={"max_queue": 64}))
     with serving(app) as url:

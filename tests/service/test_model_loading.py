@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from index.errors import ModelNotFound
-from service.state import AnswererLoader
+from citerag.index.errors import ModelNotFound
+from citerag.service.state import AnswererLoader
 
 
 def test_ready_only_after_the_load_and_get_waits_for_it() -> None:

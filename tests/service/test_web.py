@@ -38,8 +38,8 @@ HOSTILE_TEXT = (
 def test_page_and_its_assets_come_from_the_app_itself(settings_factory) -> None:
     from fastapi.testclient import TestClient
 
-    from service.api import create_app
-    from service.web import CONTENT_SECURITY_POLICY
+    from citerag.service.api import create_app
+    from citerag.service.web import CONTENT_SECURITY_POLICY
 
     client = TestClient(create_app(settings_factory()))  # no `with`: the lifespan (index, models) does not run
     page = client.get("/")
@@ -81,7 +81,7 @@ def page(browser: Browser) -> Iterator[Page]:
 @pytest.fixture(scope="module")
 def hostile_server(settings_factory, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The real service over a two-document corpus whose title and text hold HTML that must never run."""
-    from service.api import create_app
+    from citerag.service.api import create_app
 
     corpus = tmp_path_factory.mktemp("hostile") / "hostile.jsonl"
     docs = [

@@ -1,4 +1,4 @@
-"""One write path: every committed index version comes from :func:`index.build.write_index`, whatever asked for it
+"""One write path: every committed index version comes from :func:`citerag.index.build.write_index`, whatever asked for it
 (a full build, ``--add``, the start-up sync with the source files, the HTTP API), and a committed version's files
 never change afterwards (source bookkeeping lives in ``sources.json``)."""
 
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from index.sources import SourceStates
-from index.store import IndexStore
-from service.pipeline import add_sources, build, ensure_index
+from citerag.index.sources import SourceStates
+from citerag.index.store import IndexStore
+from citerag.service.pipeline import add_sources, build, ensure_index
 
 pytestmark = pytest.mark.slow
 
@@ -60,7 +60,7 @@ def test_build_add_sync_and_api_all_write_through_write_index(
 def test_committed_versions_are_never_rewritten(
     settings_factory, seed_corpus: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import service.pipeline
+    import citerag.service.pipeline as pipeline
 
     settings = settings_factory(corpus=[seed_corpus])
     first = ensure_index(settings, show_progress=False)
@@ -77,11 +77,11 @@ def test_committed_versions_are_never_rewritten(
     assert again.path == first.path  # nothing to index: no new version
     assert _version_files(root) == before  # and the live version's files as they were
     assert SourceStates(root).of(again.path)["source_signatures"][key] != signature  # the new signature is kept
-    monkeypatch.setattr(service.pipeline, "read_sources", lambda *a, **k: pytest.fail("sources read again"))
+    monkeypatch.setattr(pipeline, "read_sources", lambda *a, **k: pytest.fail("sources read again"))
     assert ensure_index(settings, show_progress=False).path == first.path  # so the next start reads no file
 
 
 def _app(settings):  # noqa: ANN001, ANN202 - Settings -> FastAPI
-    from service.api import create_app
+    from citerag.service.api import create_app
 
     return create_app(settings.model_copy(update={"api_key": None, "host": "127.0.0.1"}))

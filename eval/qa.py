@@ -4,7 +4,7 @@ Both folders hold ``corpus.jsonl`` (indexed once into ``.citerag-bench/<name>/``
 ``questions.jsonl`` (formats in ``shared/README.md``). Every question is asked through the same code path as
 ``POST /ask`` (:meth:`Answerer.ask`). Questions are split into fixed halves by the parity of the number in their
 id (``covidqa-q262`` -> 262, ``pubmedqa-10808977`` -> 10808977): the odd half is for tuning (``dev``), the even half
-for reporting (``test``). Metrics are those of :mod:`service.qa_metrics`.
+for reporting (``test``). Metrics are those of :mod:`citerag.eval.qa_metrics`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from index.errors import CiteragError
-from service import qa_metrics as m
+from citerag.index.errors import CiteragError
+from citerag.eval import qa_metrics as m
 
 Half = Literal["dev", "test", "all"]
 
@@ -125,7 +125,7 @@ class QARecord:
 
 
 def judge(question: QAQuestion, answer: Any, reach: int | None = None) -> QARecord:
-    """Score one :class:`~service.answering.Answer` (or anything with ``answer``, ``abstained``, ``citations``,
+    """Score one :class:`~citerag.service.answering.Answer` (or anything with ``answer``, ``abstained``, ``citations``,
     ``timings_ms``, ``decision`` and ``confidence``) against ``question``."""
     citations = [(c.result.passage.doc_id, c.start, c.end) for c in answer.citations]
     record = QARecord(
@@ -153,7 +153,7 @@ def reach_rank(results: list[Any], question: QAQuestion) -> int | None:
 
 
 def summarise(records: list[QARecord], kind: str) -> dict[str, float]:
-    """Aggregate the per-question records (module docstring of :mod:`service.qa_metrics`)."""
+    """Aggregate the per-question records (module docstring of :mod:`citerag.eval.qa_metrics`)."""
     n = max(1, len(records))
     citations = sum(len(r.citations) for r in records)
 

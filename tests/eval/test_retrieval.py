@@ -8,7 +8,7 @@ from pathlib import Path
 import ir_measures
 import pytest
 
-from service.evaluate import evaluate_devset, load_devset, score
+from citerag.eval.retrieval import evaluate_devset, load_devset, score
 from tests.conftest import ROOT
 
 
@@ -42,7 +42,7 @@ def test_devset_is_well_formed() -> None:
 
 @pytest.mark.slow
 def test_three_way_evaluation_on_the_devset(seed_settings) -> None:
-    from service.pipeline import ensure_index, open_retriever
+    from citerag.service.pipeline import ensure_index, open_retriever
 
     retriever = open_retriever(seed_settings, ensure_index(seed_settings, show_progress=False))
     results = evaluate_devset(retriever, load_devset(ROOT / "eval" / "devset.jsonl"))
@@ -84,7 +84,7 @@ def test_eval_benchmark_command_on_a_tiny_beir_folder(
 
     from typer.testing import CliRunner
 
-    from service.cli import app
+    from citerag.service.cli import app
 
     out = tmp_path / "results"
     result = CliRunner().invoke(app, ["eval", "--benchmark", str(_tiny_beir(tmp_path)), "--out", str(out),
@@ -100,8 +100,8 @@ def test_eval_benchmark_command_on_a_tiny_beir_folder(
 
 
 def test_missing_benchmark_file_is_named(tmp_path: Path) -> None:
-    from index.errors import CiteragError
-    from service.evaluate import load_beir
+    from citerag.index.errors import CiteragError
+    from citerag.eval.retrieval import load_beir
 
     with pytest.raises(CiteragError, match=r"corpus\.jsonl: not found"):
         load_beir(tmp_path)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service import qa_metrics as m
+from citerag.eval import qa_metrics as m
 
 
 def test_squad_normalisation_drops_case_punctuation_and_articles() -> None:

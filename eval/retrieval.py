@@ -18,9 +18,9 @@ from typing import Any
 import ir_measures
 from ir_measures import Measure
 
-from index.errors import CiteragError
-from index.retrieve import Retriever
-from index.search import SearchResult
+from citerag.index.errors import CiteragError
+from citerag.index.retrieve import Retriever
+from citerag.index.search import SearchResult
 
 DEVSET_MEASURES: dict[str, Measure] = {
     "Recall@1": ir_measures.R @ 1,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from index.search import SearchResult
-from index.types import Document, Passage
-from service.answer import Answer, Citation
-from service.answer_eval import judge, summarise
-from service.evaluate import DevQuestion
+from citerag.index.search import SearchResult
+from citerag.index.types import Document, Passage
+from citerag.service.answer import Answer, Citation
+from citerag.eval.answers import judge, summarise
+from citerag.eval.retrieval import DevQuestion
 
 
 def _result(doc_id: str, rank: int = 1) -> SearchResult:

@@ -21,8 +21,8 @@ import unicodedata
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from service.answering import Answer
-from service.evaluate import DevQuestion
+from citerag.service.answering import Answer
+from citerag.eval.retrieval import DevQuestion
 
 _MARKER = re.compile(r"\[(\d+)\]")
 
