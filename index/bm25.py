@@ -194,7 +194,7 @@ class BM25Index:
         scores = self.scores(query_tokens)
         if allowed is not None:
             scores = np.where(allowed, scores, 0.0)
-        return top_k_hits(scores, k, "bm25", positive_only=True)
+        return top_k_hits(scores, k, positive_only=True)
 
     def save(self, directory: Path) -> None:
         """Write the index as bm25s's ``.npy`` + JSON files, and its :class:`CorpusTokens`, under ``directory``."""
@@ -215,7 +215,7 @@ class BM25Index:
         return index
 
 
-def top_k_hits(scores: np.ndarray, k: int, source: str, positive_only: bool = False) -> list[Hit]:
+def top_k_hits(scores: np.ndarray, k: int, positive_only: bool = False) -> list[Hit]:
     """The ``k`` highest entries of a score vector as hits, sorted by (-score, row).
 
     Ties are broken by the lower row also at the ``k``-th place, so a top-``k`` is always the first ``k`` of a deeper
@@ -226,7 +226,6 @@ def top_k_hits(scores: np.ndarray, k: int, source: str, positive_only: bool = Fa
     Args:
         scores: float array of shape ``(n,)``; ``-inf`` marks excluded rows.
         k: how many to return (at most ``n``).
-        source: the ``Hit.source`` label.
         positive_only: drop rows scoring ``<= 0`` (BM25: no term matched).
     """
     if scores.shape[0] == 0 or k <= 0:
@@ -238,4 +237,4 @@ def top_k_hits(scores: np.ndarray, k: int, source: str, positive_only: bool = Fa
         keep = values >= kth
         rows, values = rows[keep], values[keep]
     order = np.lexsort((rows, -values))[:k]
-    return [Hit(row, score, source) for row, score in zip(rows[order].tolist(), values[order].tolist())]
+    return [Hit(row, score) for row, score in zip(rows[order].tolist(), values[order].tolist())]

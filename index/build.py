@@ -238,19 +238,6 @@ def build_index(
     return write_index(store, embedder, chunker, config, documents, replace=True, sources=sources, options=options)[0]
 
 
-def update_index(
-    store: IndexStore,
-    embedder: Embedder,
-    chunker: Chunker,
-    config: IndexConfig,
-    upserts: Iterable[Document] = (),
-    deletes: Iterable[str] = (),
-    dense_kind: DenseSetting = "auto",
-) -> tuple[Path, WriteReport]:
-    """:func:`write_index` of ``upserts`` and ``deletes``, logged: ``(version directory, report)``."""
-    return write_index(store, embedder, chunker, config, upserts, deletes, options=WriteOptions(dense_kind=dense_kind))
-
-
 @contextmanager
 def _logged_reset(store: IndexStore, held: int, reset_sources: Sequence[str]) -> Iterator[tuple[int, Callable[[], None]]]:
     """The log entry number of a full replacement and the hook that appends its ``reset`` (run just before

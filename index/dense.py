@@ -150,7 +150,7 @@ class DenseIndex:
             params = faiss.SearchParameters(sel=selector) if selector is not None else None
         with omp_threads(SEARCH_THREADS):
             scores, rows = self._index.search(query.reshape(1, -1).astype(np.float32), k, params=params)
-        return [Hit(row, score, "dense") for row, score in zip(rows[0].tolist(), scores[0].tolist()) if row >= 0]
+        return [Hit(row, score) for row, score in zip(rows[0].tolist(), scores[0].tolist()) if row >= 0]
 
     def vectors(self, rows: np.ndarray | None = None) -> np.ndarray:
         """Stored vectors: float32, shape ``(len(rows), dim)`` (all ``(size, dim)`` when ``rows`` is ``None``)."""

@@ -97,4 +97,4 @@ def bounded_score_fusion(
 def _ranked(fused: dict[int, float], top_k: int) -> list[Hit]:
     """The ``top_k`` rows by descending fused score as ``"fused"`` hits; ties break on the lower row."""
     best = sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:top_k]
-    return [Hit(row, score, "fused") for row, score in best]
+    return [Hit(row, score) for row, score in best]

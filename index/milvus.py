@@ -400,7 +400,7 @@ class MilvusBackend(BackendAliases):
         with self._lock.reading():
             if mode == "hybrid" and fusion == "rrf" and self.rrf_in_engine:
                 rows = self._hybrid_in_engine(query, depth, expression, top_k)
-                ranked = [Hit(i, score, "fused") for i, (score, _) in enumerate(rows)]
+                ranked = [Hit(i, score) for i, (score, _) in enumerate(rows)]
                 passages = [p for _, p in rows]
                 bm25: list[Hit] = []
                 dense: list[Hit] = []
@@ -423,14 +423,14 @@ class MilvusBackend(BackendAliases):
         passages: list[Passage] = []
         row_of: dict[str, int] = {}
 
-        def hits(found: list[dict[str, Any]], source: str) -> list[Hit]:
+        def hits(found: list[dict[str, Any]]) -> list[Hit]:
             out = []
             for item in found:
                 chunk_id = item["chunk_id"]
                 if chunk_id not in row_of:
                     row_of[chunk_id] = len(passages)
                     passages.append(_passage(item["entity"] | {"chunk_id": chunk_id}))
-                out.append(Hit(row_of[chunk_id], abs(float(item["distance"])), source))
+                out.append(Hit(row_of[chunk_id], abs(float(item["distance"]))))
             return out
 
         bm25: list[Hit] = []
@@ -441,13 +441,13 @@ class MilvusBackend(BackendAliases):
                 self.passages_collection, data=[text], anns_field="sparse", limit=depth, filter=expression,
                 output_fields=_PASSAGE_FIELDS[1:], search_params={"metric_type": "BM25"},
             )[0]
-            bm25 = hits(found, "bm25")
+            bm25 = hits(found)
         if mode in ("hybrid", "dense"):
             found = self.client.search(
                 self.passages_collection, data=[self._query_vector(query)], anns_field="dense", limit=depth,
                 filter=expression, output_fields=_PASSAGE_FIELDS[1:], search_params=self._dense_params(depth),
             )[0]
-            dense = hits(found, "dense")
+            dense = hits(found)
         return passages, bm25, dense
 
     def _hybrid_in_engine(

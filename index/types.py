@@ -75,9 +75,7 @@ class Hit:
     Attributes:
         row: 0-based row into the passage table (int).
         score: retriever score (BM25 score, inner product, or fused score); higher is better.
-        source: which retriever produced it: ``"bm25"``, ``"dense"`` or ``"fused"``.
     """
 
     row: int
     score: float
-    source: str

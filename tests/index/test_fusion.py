@@ -7,7 +7,7 @@ from citerag.index.types import Hit
 
 
 def _run(rows: list[int], scores: list[float] | None = None) -> list[Hit]:
-    return [Hit(r, s, "x") for r, s in zip(rows, scores or [10.0 - i for i in range(len(rows))])]
+    return [Hit(r, s) for r, s in zip(rows, scores or [10.0 - i for i in range(len(rows))])]
 
 
 class TestReciprocalRankFusion:
@@ -18,7 +18,6 @@ class TestReciprocalRankFusion:
         assert [h.row for h in fused] == [1, 3, 2]
         for hit in fused:
             assert hit.score == pytest.approx(expected[hit.row], abs=1e-12)
-            assert hit.source == "fused"
 
     def test_ties_break_on_lower_row_and_top_k_cuts(self) -> None:
         fused = reciprocal_rank_fusion([_run([5]), _run([4])], k=60, top_k=1)

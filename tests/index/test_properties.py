@@ -40,7 +40,7 @@ def test_chunks_cover_the_text_within_the_limit(tokenizer, text: str) -> None:
 
 
 RUN = st.lists(st.integers(0, 50), unique=True, max_size=30).map(
-    lambda rows: [Hit(r, 1.0 / (i + 1), "x") for i, r in enumerate(rows)]
+    lambda rows: [Hit(r, 1.0 / (i + 1)) for i, r in enumerate(rows)]
 )
 
 
@@ -54,6 +54,6 @@ def test_rrf_is_symmetric_sorted_and_deduplicated(a: list[Hit], b: list[Hit]) ->
 
 @given(RUN, RUN, st.floats(0.1, 100))
 def test_bounded_fusion_scores_stay_in_range(a: list[Hit], b: list[Hit], bound: float) -> None:
-    bm25 = [Hit(h.row, h.score * bound, "bm25") for h in a]  # scores never exceed the bound
+    bm25 = [Hit(h.row, h.score * bound) for h in a]  # scores never exceed the bound
     for hit in bounded_score_fusion(bm25, b, bound, top_k=100):
         assert 0.0 <= hit.score <= 1.0 + 1e-9

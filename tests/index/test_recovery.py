@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from citerag.index.build import update_index
+from citerag.index.build import write_index
 from citerag.index.errors import DocumentNotFound
 from citerag.index.recovery import IndexUnrecoverable, fold, recover, replay
 from citerag.index.store import DAMAGED, IndexStore, load_version
@@ -31,7 +31,7 @@ def source_file(tmp_path: Path, docs: list[Document]) -> Path:
 
 
 def write(s: StandInIndex, upserts=(), deletes=()):  # noqa: ANN201 - (Path, WriteReport)
-    return update_index(s.store, s.embedder, s.chunker, s.config, upserts=upserts, deletes=deletes)
+    return write_index(s.store, s.embedder, s.chunker, s.config, upserts, deletes)
 
 
 def full_build(s: StandInIndex, docs: list[Document], sources: list[str], logged_as: int | None = None) -> Path:

@@ -25,23 +25,23 @@ SCORES = st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.5, -1.0, -math.inf]), max_si
 class TestTopKHits:
     def test_ties_at_the_boundary_go_to_the_lower_rows(self) -> None:
         scores = np.array([1.0, 0.0, 3.0, 1.0, 1.0, 3.0], dtype=np.float32)
-        hits = top_k_hits(scores, 3, "bm25", positive_only=True)
-        assert [(h.row, h.score, h.source) for h in hits] == [(2, 3.0, "bm25"), (5, 3.0, "bm25"), (0, 1.0, "bm25")]
+        hits = top_k_hits(scores, 3, positive_only=True)
+        assert [(h.row, h.score) for h in hits] == [(2, 3.0), (5, 3.0), (0, 1.0)]
 
     def test_positive_only_drops_unmatched_rows_and_finite_keeps_negative_ones(self) -> None:
         scores = np.array([0.0, -1.0, 2.0, -np.inf], dtype=np.float32)
-        assert [h.row for h in top_k_hits(scores, 4, "bm25", positive_only=True)] == [2]
-        assert [h.row for h in top_k_hits(scores, 4, "dense")] == [2, 0, 1]
+        assert [h.row for h in top_k_hits(scores, 4, positive_only=True)] == [2]
+        assert [h.row for h in top_k_hits(scores, 4)] == [2, 0, 1]
 
     def test_empty_input_and_k_zero(self) -> None:
-        assert top_k_hits(np.zeros(0, dtype=np.float32), 5, "bm25") == []
-        assert top_k_hits(np.ones(3, dtype=np.float32), 0, "bm25") == []
+        assert top_k_hits(np.zeros(0, dtype=np.float32), 5) == []
+        assert top_k_hits(np.ones(3, dtype=np.float32), 0) == []
 
     @given(SCORES, st.integers(1, 70), st.booleans())
     def test_equals_the_head_of_a_full_sort(self, values: list[float], k: int, positive_only: bool) -> None:
         keep = (lambda v: v > 0) if positive_only else math.isfinite
         expected = sorted((-v, row) for row, v in enumerate(values) if keep(v))[:k]
-        hits = top_k_hits(np.asarray(values, dtype=np.float32), k, "bm25", positive_only)
+        hits = top_k_hits(np.asarray(values, dtype=np.float32), k, positive_only)
         assert [(h.row, h.score) for h in hits] == [(row, -neg) for neg, row in expected]
 
 

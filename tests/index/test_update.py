@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from citerag.index.build import build_index, update_index
+from citerag.index.build import WriteOptions, build_index, write_index
 from citerag.index.chunking import Chunker
 from citerag.index.dense import choose_kind
 from citerag.index.embedded import EmbeddedBackend
@@ -33,7 +33,7 @@ def built(tokenizer, tmp_path: Path):
 
 def _update(built, upserts=(), deletes=()):
     store, embedder, chunker, config = built
-    return update_index(store, embedder, chunker, config, upserts, deletes)
+    return write_index(store, embedder, chunker, config, upserts, deletes)
 
 
 NEW = make_document("Zorblax quantisation halves the memory of sparse transformers.", "Zorblax", "new-1")
@@ -131,7 +131,7 @@ def test_the_dense_index_kind_follows_the_size_threshold(built) -> None:
     with pytest.raises(ValueError, match="'auto', 'flat' or 'hnsw'"):
         choose_kind(10, "ivf")
     store, embedder, chunker, config = built
-    update_index(store, embedder, chunker, config, [NEW], dense_kind="hnsw")
+    write_index(store, embedder, chunker, config, [NEW], options=WriteOptions(dense_kind="hnsw"))
     index = store.load()
     assert index.dense.kind == "hnsw"
     query = embedder.encode(["sparse transformers memory"])[0]
@@ -170,10 +170,10 @@ def test_updates_reuse_kept_tokens_and_score_as_a_fresh_bm25_build(built, query:
 
 def test_an_update_that_only_adds_inserts_into_a_copy_of_the_live_hnsw_graph(built) -> None:
     store, embedder, chunker, config = built
-    update_index(store, embedder, chunker, config, deletes=[EDEN], dense_kind="hnsw")  # rebuilt as HNSW
+    write_index(store, embedder, chunker, config, deletes=[EDEN], options=WriteOptions(dense_kind="hnsw"))  # rebuilt as HNSW
     before = store.load()
     assert before.dense.kind == "hnsw"
-    update_index(store, embedder, chunker, config, [NEW], dense_kind="hnsw")
+    write_index(store, embedder, chunker, config, [NEW], options=WriteOptions(dense_kind="hnsw"))
     after = store.load()
     assert after.dense.kind == "hnsw" and after.dense.size == before.dense.size + 1
     np.testing.assert_array_equal(after.dense.vectors()[: before.dense.size], before.dense.vectors())
@@ -218,11 +218,11 @@ def test_a_second_writer_waits_and_builds_on_the_first_writers_version(built) ->
     store, _, chunker, config = built
     slow = _BlockingEmbedder()
     other = make_document("Blorptastic sampling speeds up diffusion models.", "Blorp", "new-2")
-    first = threading.Thread(target=update_index, args=(IndexStore(store.root), slow, chunker, config, [NEW]))
+    first = threading.Thread(target=write_index, args=(IndexStore(store.root), slow, chunker, config, [NEW]))
     first.start()
     assert slow.entered.wait(timeout=60)
     second = threading.Thread(
-        target=update_index, args=(IndexStore(store.root), CountingEmbedder(), chunker, config, [other])
+        target=write_index, args=(IndexStore(store.root), CountingEmbedder(), chunker, config, [other])
     )
     second.start()
     second.join(timeout=0.5)
