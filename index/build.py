@@ -205,7 +205,9 @@ def write_index(
             wanted = {doc.doc_id for doc in upserts}
             deletes = [doc_id for doc_id in live.documents if doc_id not in wanted]
         plan = classify(upserts, live.documents if live is not None else {}, deletes, chunk=chunker.chunk)
-        if live is not None and plan.writes_nothing:
+        # a replayed entry that changes nothing still gets a version recording it, or every start would replay it
+        replayed = options.logged_as is not None and live is not None and options.logged_as > live.wal_seq
+        if live is not None and plan.writes_nothing and not replayed:
             if sources is not None:
                 SourceStates(store.root).put(live.path, sources)
             return live.path, plan.report(0, live.path.name)

@@ -166,7 +166,7 @@ def replay(
     for step in recovery.steps:
         if step.sources is not None:
             rebuild(list(step.sources), step.seq)
-        if step.upserts or step.deletes:
+        if step.sources is None or step.upserts or step.deletes:  # even a step left empty is recorded as held
             live = store.load()
             write_index(
                 store, embedder, chunker, live.config, step.upserts,

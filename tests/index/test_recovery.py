@@ -172,6 +172,19 @@ def test_a_damaged_live_version_is_set_aside_and_every_write_restored(
     assert restart(stand_in).path == index.path  # nothing left to replay
 
 
+def test_a_logged_write_that_changes_nothing_is_replayed_once_and_recorded(
+    stand_in: StandInIndex, tmp_path: Path
+) -> None:
+    path = source_file(tmp_path, [doc(i) for i in range(3)])
+    v1 = full_build(stand_in, [doc(i) for i in range(3)], [str(path)])
+    # a writer killed after logging, before committing: its write (d0 as it is) is acknowledged, never applied
+    stand_in.store.log.append("write", after=1, documents=[doc(0)], doc_ids=[])
+    index = restart(stand_in)
+    assert sorted(index.documents) == ["d0", "d1", "d2"] and index.path != v1
+    assert index.manifest["wal_seq"] == 2  # a version records the entry as held...
+    assert not recover(stand_in.store).steps  # ...so the next start replays nothing
+
+
 def test_with_no_verified_version_the_index_is_rebuilt_from_the_logged_sources(
     stand_in: StandInIndex, tmp_path: Path
 ) -> None:
