@@ -23,7 +23,7 @@ from citerag.index.search import SearchResult
 from citerag.index.types import Document, FusionMethod, Passage, RetrievalMode
 from citerag.index.writes import WriteReport
 
-__all__ = ["BackendAliases", "SearchBackend", "Searcher", "WriteReport", "check_page"]
+__all__ = ["BackendBase", "SearchBackend", "Searcher", "WriteReport", "check_page"]
 
 
 class Searcher(Protocol):
@@ -60,9 +60,6 @@ class SearchBackend(Searcher, Protocol):
 
     Every method is safe to call from several threads; a search running during a write sees the corpus either
     before or after that write, never a mix.
-
-    ``add_documents``, ``delete_documents`` and ``document`` are the older names of ``write(upserts)``,
-    ``delete`` and ``get`` (:class:`BackendAliases`), kept for the API's routes.
     """
 
     name: str
@@ -118,21 +115,9 @@ class SearchBackend(Searcher, Protocol):
         ``fusion`` (the hybrid default)."""
         ...
 
-    def add_documents(self, documents: Sequence[Document], *, show_progress: bool = False) -> WriteReport:
-        """``write(upserts=documents)``."""
-        ...
 
-    def delete_documents(self, doc_ids: Sequence[str]) -> WriteReport:
-        """``delete(doc_ids)``."""
-        ...
-
-    def document(self, doc_id: str) -> Document | None:
-        """``get(doc_id)``."""
-        ...
-
-
-class BackendAliases:
-    """What a backend derives from its ``write`` and ``get``: ``delete`` and the older method names."""
+class BackendBase:
+    """The part every backend shares: ``delete`` as a ``write`` of deletes (each backend implements ``write`` and ``get``)."""
 
     def write(
         self, upserts: Sequence[Document] = (), deletes: Sequence[str] = (), *, show_progress: bool = False
@@ -151,18 +136,6 @@ class BackendAliases:
             DocumentNotFound: an id is not stored; nothing is written.
         """
         return self.write(deletes=doc_ids)
-
-    def add_documents(self, documents: Sequence[Document], *, show_progress: bool = False) -> WriteReport:
-        """``write(upserts=documents)`` (the older name)."""
-        return self.write(upserts=documents, show_progress=show_progress)
-
-    def delete_documents(self, doc_ids: Sequence[str]) -> WriteReport:
-        """``delete(doc_ids)`` (the older name)."""
-        return self.delete(doc_ids)
-
-    def document(self, doc_id: str) -> Document | None:
-        """``get(doc_id)`` (the older name)."""
-        return self.get(doc_id)
 
 
 def check_page(offset: int, limit: int) -> None:

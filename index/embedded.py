@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from citerag.index.backend import BackendAliases, WriteReport, check_page
+from citerag.index.backend import BackendBase, WriteReport, check_page
 from citerag.index.build import WriteOptions, write_index
 from citerag.index.chunking import Chunker
 from citerag.index.embed import Embedder
@@ -30,7 +30,7 @@ class Snapshot:
     retriever: Retriever
 
 
-class EmbeddedBackend(BackendAliases):
+class EmbeddedBackend(BackendBase):
     """:class:`~citerag.index.backend.SearchBackend` over an :class:`~citerag.index.store.IndexStore`.
 
     Args:

@@ -60,7 +60,7 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 from pymilvus import AnnSearchRequest, DataType, Function, FunctionType, MilvusClient, MilvusException, RRFRanker
 
-from citerag.index.backend import BackendAliases, WriteReport, check_page
+from citerag.index.backend import BackendBase, WriteReport, check_page
 from citerag.index.chunking import Chunker, model_text
 from citerag.index.embed import Embedder
 from citerag.index.errors import BackendUnavailable, IndexMismatch, IngestError
@@ -186,7 +186,7 @@ def is_lite_uri(uri: str) -> bool:
     return not uri.startswith(("http://", "https://", "tcp://", "unix:"))
 
 
-class MilvusBackend(BackendAliases):
+class MilvusBackend(BackendBase):
     """A :class:`~citerag.index.backend.SearchBackend` over Milvus (module docstring for the layout).
 
     Args:

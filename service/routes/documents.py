@@ -38,7 +38,7 @@ async def list_documents(
 @router.get("/documents/{doc_id:path}")
 async def get_document(doc_id: str, service: ServiceDep) -> DocumentOut:
     """One document: full text, metadata and its passages' spans."""
-    doc = service.backend.document(doc_id)
+    doc = service.backend.get(doc_id)
     if doc is None:
         raise DocumentNotFound(f"no document with id {doc_id!r}; list ids with GET /documents")
     spans = [
@@ -58,14 +58,14 @@ def add_documents(
     embedded; searches keep answering from the previous version until the new one is committed.
     Needs ``Authorization: Bearer <CITERAG_API_KEY>`` when a key is set."""
     service.writes.check(credentials)
-    return WriteReportOut.of(service.backend.add_documents(distinct([item.to_document() for item in documents])))
+    return WriteReportOut.of(service.backend.write(distinct([item.to_document() for item in documents])))
 
 
 @router.delete("/documents/{doc_id:path}", responses={401: {}, 403: {}, 404: {}})
 def delete_document(doc_id: str, service: ServiceDep, credentials: BearerDep) -> WriteReportOut:
     """Remove a document and all its passages. Needs the API key when one is set."""
     service.writes.check(credentials)
-    return WriteReportOut.of(service.backend.delete_documents([doc_id]))
+    return WriteReportOut.of(service.backend.delete([doc_id]))
 
 
 def distinct(docs: list[Document]) -> list[Document]:

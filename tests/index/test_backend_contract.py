@@ -181,7 +181,7 @@ class TestWriteReports:
         assert without_version(report) == WriteReport(deleted=["b"])
         assert backend.get("b") is None and backend.passages_of("b") == [] and backend.count() == 2
         assert backend.search("quasars radio jets", mode="bm25") == []
-        assert backend.delete_documents(["c"]).deleted == ["c"]  # the older name
+        assert backend.delete(["c"]).deleted == ["c"]  # the older name
         assert ids(backend.documents()) == ["a"]
 
     def test_deleting_an_unknown_id_fails_and_writes_nothing(self, make, kind) -> None:
@@ -309,7 +309,7 @@ class TestReads:
 
     def test_get_count_and_passages(self, seeded, chunker, seeds) -> None:
         eden = next(doc for doc in seeds if doc.doc_id == EDEN)
-        assert seeded.get(EDEN) == seeded.document(EDEN) == eden and seeded.get("no-such-id") is None
+        assert seeded.get(EDEN) == eden and seeded.get("no-such-id") is None
         assert seeded.count() == seeded.stats()["documents"] == 38
         assert seeded.passages_of(EDEN) == chunker.chunk(eden) and seeded.passages_of("no-such-id") == []
         assert seeded.stats()["passages"] == sum(len(chunker.chunk(doc)) for doc in seeds)

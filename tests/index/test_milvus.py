@@ -40,7 +40,7 @@ def chunker(tokenizer) -> Chunker:
 def backend(tmp_path: Path, chunker: Chunker, seeds: list[Document]):
     """A Milvus Lite backend in ``tmp_path`` holding the 38 seed abstracts (HashEmbedder vectors)."""
     milvus = MilvusBackend(str(tmp_path / "milvus.db"), HashEmbedder(), chunker)
-    milvus.add_documents(seeds)
+    milvus.write(seeds)
     yield milvus
     milvus.close()
 
@@ -91,14 +91,14 @@ class TestWrites:
         stats = backend.stats()
         assert (stats["documents"], stats["passages"]) == (38, len(expected))
         eden = next(doc for doc in seeds if doc.doc_id == EDEN)
-        assert backend.document(EDEN) == eden
+        assert backend.get(EDEN) == eden
         assert backend.passages_of(EDEN) == chunker.chunk(eden)
-        assert backend.passages_of("no-such-id") == [] and backend.document("no-such-id") is None
+        assert backend.passages_of("no-such-id") == [] and backend.get("no-such-id") is None
         assert [d.doc_id for d in backend.documents(30, 5)] == [d.doc_id for d in seeds[30:35]]
 
     def test_first_write_report(self, tmp_path, chunker, seeds) -> None:
         milvus = MilvusBackend(str(tmp_path / "m.db"), HashEmbedder(), chunker)
-        report = milvus.add_documents(seeds + [Document("blank", "", "   ", "blank")])
+        report = milvus.write(seeds + [Document("blank", "", "   ", "blank")])
         n_passages = sum(len(chunker.chunk(doc)) for doc in seeds)
         assert report.added == [d.doc_id for d in seeds] and report.replaced == report.unchanged == []
         assert report.skipped == [("blank", "no text")]
@@ -106,7 +106,7 @@ class TestWrites:
         milvus.close()
 
     def test_identical_documents_are_left_alone(self, backend, seeds) -> None:
-        report = backend.add_documents(seeds[:3])
+        report = backend.write(seeds[:3])
         assert report.unchanged == [d.doc_id for d in seeds[:3]] and report.passages_embedded == 0
         assert report.version == "milvus-38-38"
 
@@ -114,7 +114,7 @@ class TestWrites:
         eden = next(doc for doc in seeds if doc.doc_id == EDEN)
         assert len(backend.passages_of(EDEN)) > 1
         new = dataclasses.replace(eden, text="EDEN is now described by one short sentence about zebrafish.")
-        report = backend.add_documents([new])
+        report = backend.write([new])
         assert report.replaced == [EDEN] and report.passages_embedded == 1
         passages = backend.passages_of(EDEN)
         assert [(p.chunk_id, p.text) for p in passages] == [(f"{EDEN}#0", new.text)]  # no stale passage left
@@ -122,7 +122,7 @@ class TestWrites:
         top = backend.search("zebrafish", k=3, mode="bm25")
         assert [r.passage.chunk_id for r in top] == [f"{EDEN}#0"] and top[0].bm25_rank == 1
         assert all(r.document.doc_id != EDEN for r in backend.search("metagenomic", k=10, mode="bm25"))
-        assert backend.document(EDEN) == new
+        assert backend.get(EDEN) == new
         assert [d.doc_id for d in backend.documents(37, 5)] == [EDEN]  # a replaced document moves to the end
 
     def test_metadata_change_is_an_update_that_reuses_every_vector(self, backend, seeds) -> None:
@@ -140,39 +140,39 @@ class TestWrites:
     def test_delete_removes_the_document_and_its_passages(self, backend) -> None:
         before = backend.stats()["passages"]
         n_eden = len(backend.passages_of(EDEN))
-        report = backend.delete_documents([EDEN])
+        report = backend.delete([EDEN])
         assert report.deleted == [EDEN] and report.version == "milvus-38-37"
-        assert backend.document(EDEN) is None and backend.passages_of(EDEN) == []
+        assert backend.get(EDEN) is None and backend.passages_of(EDEN) == []
         assert backend.stats()["passages"] == before - n_eden
         assert all(r.document.doc_id != EDEN for r in backend.search("EDEN metagenomic", k=50))
 
     def test_deleting_an_unknown_id_deletes_nothing(self, backend, seeds) -> None:
         with pytest.raises(DocumentNotFound, match="no document with id 'nope'; list ids with GET /documents"):
-            backend.delete_documents([EDEN, "nope"])
-        assert backend.document(EDEN) is not None and backend.stats()["documents"] == 38
+            backend.delete([EDEN, "nope"])
+        assert backend.get(EDEN) is not None and backend.stats()["documents"] == 38
 
     def test_ids_with_spaces_quotes_and_accents(self, backend) -> None:
         odd = Document("odd 'id' ü", "", "An abstract about zebrafish regeneration.", "odd", {"venue": 'Ven"ue'})
-        assert backend.add_documents([odd]).added == [odd.doc_id]
-        assert backend.document(odd.doc_id) == odd
+        assert backend.write([odd]).added == [odd.doc_id]
+        assert backend.get(odd.doc_id) == odd
         assert [p.chunk_id for p in backend.passages_of(odd.doc_id)] == [f"{odd.doc_id}#0"]
         found = backend.search("zebrafish", k=5, mode="bm25", filters={"doc_id": odd.doc_id, "venue": 'VEN"UE'})
         assert [r.document.doc_id for r in found] == [odd.doc_id]
-        assert backend.delete_documents([odd.doc_id]).deleted == [odd.doc_id]
-        assert backend.passages_of(odd.doc_id) == [] and backend.document(odd.doc_id) is None
+        assert backend.delete([odd.doc_id]).deleted == [odd.doc_id]
+        assert backend.passages_of(odd.doc_id) == [] and backend.get(odd.doc_id) is None
 
     @pytest.mark.parametrize("doc_id", ['a"b', "a\\b"])
     def test_ids_with_double_quotes_or_backslashes_are_refused(self, backend, doc_id: str) -> None:
         with pytest.raises(IngestError, match=r"documents\[0\]: doc_id may not contain a double quote or a backslash"):
-            backend.add_documents([Document(doc_id, "", "text", "text")])
+            backend.write([Document(doc_id, "", "text", "text")])
 
     def test_malformed_batches_write_nothing(self, backend, seeds) -> None:
         twice = [seeds[0], dataclasses.replace(seeds[0], text="other text")]
         with pytest.raises(IngestError, match=r"documents\[1\]: .* appears twice with different content"):
-            backend.add_documents(twice)
+            backend.write(twice)
         with pytest.raises(IngestError, match=r"documents\[0\]: text is longer than 65,535 bytes"):
-            backend.add_documents([Document("huge", "", "word " * 14_000, "huge")])
-        assert backend.document("huge") is None and backend.stats()["documents"] == 38
+            backend.write([Document("huge", "", "word " * 14_000, "huge")])
+        assert backend.get("huge") is None and backend.stats()["documents"] == 38
 
 
 class TestSearch:
@@ -189,7 +189,7 @@ class TestSearch:
     def test_filters_apply_inside_the_search(self, tmp_path, chunker, seeds) -> None:
         docs = _with_venues(seeds)
         milvus = MilvusBackend(str(tmp_path / "f.db"), HashEmbedder(), chunker)
-        milvus.add_documents(docs)
+        milvus.write(docs)
         all_passages = {p.chunk_id: p for d in docs for p in chunker.chunk(d)}
         for filters in ({"venue": "neurips"}, {"year": {"gte": 2018, "lt": 2020}}, {"venue": {"nin": ["NeurIPS"]}},
                         {"doc_id": {"in": [EDEN.upper()]}}, {"year": {"ne": 2015}, "venue": {"in": ["icml"]}}):
@@ -234,8 +234,8 @@ class TestPersistence:
     def test_reopening_the_file_sees_the_data(self, tmp_path, chunker, seeds) -> None:
         uri = str(tmp_path / "p.db")
         first = MilvusBackend(uri, HashEmbedder(), chunker)
-        first.add_documents(seeds)
-        first.delete_documents([EDEN])
+        first.write(seeds)
+        first.delete([EDEN])
         before = [(r.passage.chunk_id, r.score) for r in first.search("language model", k=10)]
         stats = first.stats()
         first.close()  # stops the in-process Milvus Lite server: the reopen below reads the files
@@ -243,8 +243,8 @@ class TestPersistence:
         second = MilvusBackend(uri, HashEmbedder(), chunker)
         assert second.stats() == stats
         assert [(r.passage.chunk_id, r.score) for r in second.search("language model", k=10)] == before
-        assert second.document(EDEN) is None
-        report = second.add_documents([Document("new", "", "A new abstract about retrieval.", "new")])
+        assert second.get(EDEN) is None
+        report = second.write([Document("new", "", "A new abstract about retrieval.", "new")])
         assert report.added == ["new"] and report.version == "milvus-39-38"  # the sequence continues
         second.close()
 

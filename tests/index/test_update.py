@@ -115,8 +115,8 @@ def test_searches_during_writes_see_the_old_or_the_new_corpus_never_a_mix(built)
     reader = threading.Thread(target=search)
     reader.start()
     try:
-        backend.add_documents([NEW])
-        backend.delete_documents(["new-1"])
+        backend.write([NEW])
+        backend.delete(["new-1"])
     finally:
         stop.set()
         reader.join()

@@ -63,7 +63,7 @@ def test_start_up_applies_source_changes_as_an_update_and_keeps_api_documents(se
     settings = settings_factory(corpus=[corpus])
     first = ensure_index(settings, show_progress=False)
     api_doc = make_document("Zorblax quantisation halves memory.", "Zorblax", "zx-1", {"source": "api"})
-    open_backend(settings, first).add_documents([api_doc])
+    open_backend(settings, first).write([api_doc])
 
     docs = load_documents([corpus])
     dropped, kept = docs[0], docs[1:]
@@ -90,8 +90,8 @@ def test_a_touched_or_edited_source_keeps_api_writes_and_later_adds(settings_fac
     b = _jsonl(tmp_path / "b.jsonl", [("X", "Xylofoam v2 compresses caches twice as well.")])
     build(settings, [b], show_progress=False, add=True)  # a documented replacement by a later source
     backend = open_backend(settings, ensure_index(settings, show_progress=False))
-    backend.add_documents([make_document("Zebrawire, as revised through the API, routes flows.", "", "Z")])
-    backend.delete_documents(["W"])
+    backend.write([make_document("Zebrawire, as revised through the API, routes flows.", "", "Z")])
+    backend.delete(["W"])
     served = ensure_index(settings, show_progress=False)
 
     os.utime(a, ns=(a.stat().st_atime_ns, a.stat().st_mtime_ns + 10**9))  # touched: same records, new mtime
@@ -108,7 +108,7 @@ def test_a_touched_or_edited_source_keeps_api_writes_and_later_adds(settings_fac
 
     # W deleted through the API, then dropped from the file (nothing to apply: only the records are refreshed),
     # then put back in the file: indexed again
-    open_backend(settings, edited).delete_documents(["W"])
+    open_backend(settings, edited).delete(["W"])
     _jsonl(a, [("X", "Xylofoam v1 compresses caches."), ("Z", "Zebrawire routes packets."),
                ("V", "Vortexdb shards vectors.")])
     dropped = ensure_index(settings, show_progress=False)
@@ -119,7 +119,7 @@ def test_a_touched_or_edited_source_keeps_api_writes_and_later_adds(settings_fac
     assert "W" in ensure_index(settings, show_progress=False).documents
 
     # a settings change rebuilds the live documents: the API's edit of Z stays, API-deleted documents stay deleted
-    open_backend(settings, ensure_index(settings, show_progress=False)).delete_documents(["V"])
+    open_backend(settings, ensure_index(settings, show_progress=False)).delete(["V"])
     rebuilt = ensure_index(settings.model_copy(update={"chunk_tokens": 96, "chunk_overlap": 32}), show_progress=False)
     assert rebuilt.config.target_tokens == 96 and "V" not in rebuilt.documents
     assert "API" in rebuilt.documents["Z"].text and "v2" in rebuilt.documents["X"].text
@@ -201,7 +201,7 @@ def test_adds_record_sources_without_hiding_other_pending_edits(settings_factory
     changed = settings.model_copy(update={"chunk_tokens": 96, "chunk_overlap": 32})
     rebuilt = ensure_index(changed, show_progress=False)
     assert rebuilt.config.target_tokens == 96 and "edited" in rebuilt.documents["Q"].text
-    open_backend(changed, rebuilt).add_documents([make_document("Okapi ostriches.", "", "O")])
+    open_backend(changed, rebuilt).write([make_document("Okapi ostriches.", "", "O")])
 
 
 def test_duplicates_across_paths_edits_during_a_read_and_an_emptied_source(
