@@ -58,6 +58,7 @@ _QUESTION_WORDS = frozenset(
     "what which who whom whose when where why how does do did is are was were can could should would will has have "
     "had in on for of and or the a an list name give tell".split()
 )
+_CAPITALISED = re.compile(r"(?<![\w-])[A-Z][\w-]+")
 # Runs of capitalised words ("Platonic Transformer", "Gaussian Processes"), of two or more.
 _TITLE_RUN = re.compile(r"\b[A-Z][\w-]*(?:\s+(?:of |for |and |the )?[A-Z][\w-]*)+")
 
@@ -99,31 +100,37 @@ class Standalone:
 def follow_up_reason(question: str) -> str:
     """Why ``question`` cannot stand alone, or ``""`` when it can.
 
-    A question that names its own subject (a coined name: ``EDEN``, ``LU-KV``) stands alone whatever pronouns it
-    holds. Otherwise it is a follow-up when it refers back (:data:`ANAPHORA`, expletive "it" excepted), starts as a
-    continuation (:data:`CONTINUATION`) or has at most :data:`SHORT_QUESTION_TERMS` content terms.
+    It is a follow-up when it refers back (:data:`ANAPHORA`, an expletive "it" excepted) before naming anything
+    (a question that names its subject first, "Does EDEN beat its baselines?", stands alone), when it starts as a
+    continuation (:data:`CONTINUATION`), or when it names nothing and has at most :data:`SHORT_QUESTION_TERMS`
+    content terms ("Why?", "Side effects?").
 
     >>> follow_up_reason("Which benchmarks was it evaluated on?")
     "refers back: 'it'"
     >>> follow_up_reason("How many parameters does EDEN have?")
     ''
     """
-    if names_in(question):
-        return ""
-    for match in ANAPHORA.finditer(question):
-        if match.group(0).lower() == "it" and _EXPLETIVE.search(question):
-            continue
-        return f"refers back: {match.group(0)!r}"
+    if (match := _reference(question)) is not None:
+        return "" if names_in(question[: match.start()]) else f"refers back: {match.group(0)!r}"
     if CONTINUATION.match(question):
         return "continuation"
-    if len(set(tokenize(question))) <= SHORT_QUESTION_TERMS:
+    if not names_in(question) and len(set(tokenize(question))) <= SHORT_QUESTION_TERMS:
         return "short"
     return ""
 
 
+def _reference(question: str) -> re.Match[str] | None:
+    """The first reference back in ``question`` (an expletive "it" skipped), or ``None``."""
+    for match in ANAPHORA.finditer(question):
+        if not (match.group(0).lower() == "it" and _EXPLETIVE.search(question)):
+            return match
+    return None
+
+
 def subject_of(question: str) -> str:
     """The name a question asks about: its first coined name (``GP-EquiFlow``), else its first run of two or more
-    capitalised words that is not the question's opening (``Platonic Transformer``), else ``""``.
+    capitalised words that is not the question's opening (``Platonic Transformer``), else its first capitalised
+    word after the opening (``Polaris``, ``K-live``), else ``""``.
 
     >>> subject_of("What is the Platonic Transformer?")
     'Platonic Transformer'
@@ -136,7 +143,7 @@ def subject_of(question: str) -> str:
             words = words[1:]
         if len(words) >= 2:
             return " ".join(words)
-    return ""
+    return next((word for word in _CAPITALISED.findall(question[1:]) if word.lower() not in _QUESTION_WORDS), "")
 
 
 def standalone(question: str, history: Sequence[Turn] = ()) -> Standalone:
@@ -163,12 +170,12 @@ def standalone(question: str, history: Sequence[Turn] = ()) -> Standalone:
 def _resolve(question: str, previous: Standalone | None, keep: tuple[str, ...]) -> Standalone:
     if previous is None or not (reason := follow_up_reason(question)):
         return Standalone(question)
-    subject = subject_of(previous.question) or previous.subject
-    match = next((m for m in ANAPHORA.finditer(question)
-                  if not (m.group(0).lower() == "it" and _EXPLETIVE.search(question))), None)
+    # a thread keeps its subject: a rewritten previous question passes on the one it carried
+    subject = (previous.rewritten and previous.subject) or subject_of(previous.question)
+    match = _reference(question)
     if subject and match is not None:
         said = match.group(0).lower()
-        replacement = f"{subject}'s" if said in _POSSESSIVE else subject
+        replacement = (f"{subject}'" if subject.endswith("s") else f"{subject}'s") if said in _POSSESSIVE else subject
         rewritten = question[: match.start()] + replacement + question[match.end():]
     else:
         context = previous.question.rstrip(" ?.!")
