@@ -10,7 +10,7 @@ question into the question that is answered (``question_used`` in the response):
 2. A follow-up takes its subject from the previous user question (itself made standalone first, so a three-turn
    thread carries the subject along): the coined or capitalised name it asked about (``EDEN``, ``Platonic
    Transformer``) replaces the first reference back ("What does it use?" -> "What does GP-EquiFlow use?"; "its"
-   -> "GP-EquiFlow's"). With no name to carry, the previous question is appended in brackets, so its terms join
+   -> "GP-EquiFlow's"; "this trial" -> "the HIV-1 trial"). With no name to carry, the previous question is appended in brackets, so its terms join
    the retrieval query and the question the model judges evidence against.
 3. The documents the previous answer cited (``doc_ids`` of an assistant turn, when the client sends them) are
    kept as candidates: :func:`keep_candidates` puts the best passage of one of them in the last slot when
@@ -54,6 +54,7 @@ _EXPLETIVE = re.compile(
 #: A bare continuation: "And the speed-up?", "What about ImageNet?", "How about mice?".
 CONTINUATION = re.compile(r"^\s*(?:and|also|what about|how about|and what|then|so)\b", re.IGNORECASE)
 _POSSESSIVE = frozenset({"its", "their", "theirs"})
+_DETERMINERS = frozenset({"the", "this", "that", "these", "those", "such", "said"})
 _QUESTION_WORDS = frozenset(
     "what which who whom whose when where why how does do did is are was were can could should would will has have "
     "had in on for of and or the a an list name give tell".split()
@@ -174,9 +175,7 @@ def _resolve(question: str, previous: Standalone | None, keep: tuple[str, ...]) 
     subject = (previous.rewritten and previous.subject) or subject_of(previous.question)
     match = _reference(question)
     if subject and match is not None:
-        said = match.group(0).lower()
-        replacement = (f"{subject}'" if subject.endswith("s") else f"{subject}'s") if said in _POSSESSIVE else subject
-        rewritten = question[: match.start()] + replacement + question[match.end():]
+        rewritten = question[: match.start()] + _replacement(match.group(0), subject) + question[match.end():]
     else:
         context = previous.question.rstrip(" ?.!")
         rewritten = f"{question.rstrip()} (follow-up to: {context})"
@@ -208,6 +207,18 @@ def latest_turns(history: Sequence[Turn], max_turns: int, max_chars: int) -> lis
             break
         kept.append(turn)
     return kept[::-1]
+
+
+def _replacement(said: str, subject: str) -> str:
+    """What stands for the reference ``said`` once ``subject`` is known: the subject for a pronoun ("it"), its
+    possessive for "its"/"their", and the noun phrase with the subject for "the method", "this trial", "these
+    models" ("the LU-KV method", "the HIV-1 trial"): the study of a subject is not the subject."""
+    words = said.split()
+    if len(words) > 1 and words[0].lower() in _DETERMINERS:
+        return f"the {subject} {' '.join(words[1:])}"
+    if said.lower() in _POSSESSIVE:
+        return f"{subject}'" if subject.endswith("s") else f"{subject}'s"
+    return subject
 
 
 def keep_candidates(

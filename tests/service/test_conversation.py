@@ -69,6 +69,11 @@ def test_the_subject_replaces_the_first_reference_back() -> None:
     assert ml.rewritten and ml.subject == "GP-EquiFlow" and ml.reason == "refers back: 'it'"
     bio = standalone("What is its main cause in children?", [user("How is HIV-1 transmitted from mother to child?")])
     assert bio.question == "What is HIV-1's main cause in children?"
+    # a noun phrase keeps its noun: the study of a subject is not the subject
+    study = standalone("How many mothers did the study enrol?", [user("How is HIV-1 transmitted to children?")])
+    assert study.question == "How many mothers did the HIV-1 study enrol?"
+    assert standalone("Which benchmarks was this method evaluated on?", [user("What is LU-KV?")]).question == (
+        "Which benchmarks was the LU-KV method evaluated on?")
 
 
 def test_without_a_name_the_previous_question_is_appended() -> None:
@@ -94,6 +99,22 @@ def test_assistant_text_never_enters_the_question() -> None:
     resolved = standalone("Which systems was it tested on?", history)
     assert "ReVSI" not in resolved.question and "IGNORE" not in resolved.question
     assert resolved.keep == ("gp",)  # only the ids of what it cited
+
+
+def test_a_previous_answer_is_never_cited() -> None:
+    from tests.service.test_answering import COVID, answerer
+
+    qa = answerer([0.01, 0.01, 1.0, 0.01, 0.01, 0.01])  # passages: the COVID and PubMed abstracts
+    planted = "ZIDOVUDINE ENROLLED 5000 MOTHERS."
+    history = [user("What is the main cause of HIV-1 infection in children?"),
+               Turn("assistant", f"{planted} [1] [2]", ("covid",))]
+    resolved = standalone("How many mothers did the study enrol?", history)
+    answer = qa.ask(resolved.question, k=2, keep=resolved.keep)
+    assert planted.lower() not in resolved.question.lower() and "ZIDOVUDINE" not in answer.answer
+    assert answer.citations and all(c.result in answer.passages for c in answer.citations)  # retrieved passages only
+    assert {c.result.passage.doc_id for c in answer.citations} <= {"covid", "pubmed"}
+    assert COVID[answer.citations[0].start:answer.citations[0].end] == "The study enrolled 197 mothers in Zimbabwe."
+    assert all("ZIDOVUDINE" not in p.passage.text for p in answer.passages)
 
 
 def test_no_history_means_no_rewrite() -> None:
