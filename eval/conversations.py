@@ -232,6 +232,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", type=Path, default=CONVERSATIONS)
     parser.add_argument("--limit", type=int, default=0, help="First N threads only (0: all).")
+    parser.add_argument("--threads", default="", help="Comma-separated thread ids to run (default: all).")
     parser.add_argument("--index-dir", type=Path, default=Path(tempfile.gettempdir()) / "citerag-conversations")
     parser.add_argument("--out", type=Path, default=PROJECT_ROOT / "eval" / "results")
     args = parser.parse_args(argv)
@@ -240,6 +241,8 @@ def main(argv: list[str] | None = None) -> None:
     backend = open_backend(settings, ensure_index(settings, show_progress=False))
     answerer = open_answerer(settings, backend)
     threads = load_threads(args.set)[: args.limit or None]
+    if args.threads:
+        threads = [t for t in threads if t["id"] in args.threads.split(",")]
 
     def ask(question: str, keep: tuple[str, ...]) -> Answer:
         return answerer.ask(question, k=settings.ask_k, keep=keep)
@@ -251,7 +254,7 @@ def main(argv: list[str] | None = None) -> None:
 
     def write(records: list[TurnRecord], done: int) -> None:  # after each thread: a cut-short run leaves a subset
         note = "" if done == len(threads) == len(load_threads(args.set)) else (
-            f"Subset: the first {done} of the set's {len(load_threads(args.set))} threads.")
+            f"Subset: {done} of the set's {len(load_threads(args.set))} threads.")
         (args.out / "conversations.md").write_text(report(records, done, note), encoding="utf-8")
         (args.out / "conversations.json").write_text(json.dumps([asdict(r) for r in records], indent=1),
                                                      encoding="utf-8")
