@@ -238,3 +238,12 @@ def test_openai_chat_uses_the_earlier_messages_as_history(client) -> None:
     # a long chat is cut to its latest turns that fit (4 turns, 200 characters), not refused
     long = [{"role": "user", "content": "What is the Platonic Transformer?"}] * 10 + messages[1:]
     assert client.post("/v1/chat/completions", json={"messages": long}).status_code == 200
+
+
+def test_the_openai_stream_says_which_question_was_answered(client) -> None:
+    messages = [{"role": "user", "content": "What does GP-EquiFlow do?"},
+                {"role": "assistant", "content": "It predicts trajectories [1]."},
+                {"role": "user", "content": "What does it use to build its priors?"}]
+    response = client.post("/v1/chat/completions", json={"messages": messages, "stream": True})
+    chunks = [line.removeprefix("data: ") for line in response.text.splitlines() if line.startswith("data: {")]
+    assert '"question_used": "What does GP-EquiFlow use to build its priors?"' in chunks[-1]
