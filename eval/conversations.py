@@ -21,7 +21,9 @@ Metrics per condition, over the follow-up turns:
 * latency: median total answer time (ms), and the median time of making the question standalone (ms) for the
   rewritten turns and for those left as they were.
 
-Run: ``python -m citerag.eval.conversations [--limit N] [--out eval/results]``.
+Run: ``python -m citerag.eval.conversations [--limit N] [--threads ID,...] [--out eval/results]`` (the shipped corpus,
+with the model); ``--corpus pubmedqa --retrieval-only`` for the threads over a benchmark corpus in
+``../shared/benchmarks`` (retrieval hit only, no model).
 """
 
 from __future__ import annotations
@@ -96,8 +98,15 @@ def _record(thread: str, i: int, condition: str, turn: dict, resolved: Standalon
     )
 
 
+def _retrieved(thread: str, i: int, condition: str, turn: dict, resolved: Standalone,
+               retrieve: Callable[[str, tuple[str, ...]], list[str]], rewrite_ms: float = 0.0) -> TurnRecord:
+    """A retrieval-only record: whether ``turn``'s document is among the passages retrieved for ``resolved``."""
+    return TurnRecord(thread, i, condition, turn["question"], resolved.question, resolved.rewritten, False, [], 0,
+                      turn["doc_id"] in retrieve(resolved.question, resolved.keep), False, "", 0.0, rewrite_ms)
+
+
 def run_threads(
-    ask: Callable[[str, tuple[str, ...]], Answer],
+    ask: Callable[[str, tuple[str, ...]], Answer] | None,
     retrieve: Callable[[str, tuple[str, ...]], list[str]],
     threads: list[dict[str, Any]],
     progress: Callable[[str], None] = lambda line: None,
@@ -106,7 +115,8 @@ def run_threads(
     """Ask every thread turn by turn under each condition.
 
     Args:
-        ask: ``(question, keep) -> Answer``: answer a question, keeping the documents ``keep`` as candidates.
+        ask: ``(question, keep) -> Answer``: answer a question, keeping the documents ``keep`` as candidates;
+            ``None``: retrieval only (every condition; no answer, so the history holds no ``doc_ids``).
         retrieve: ``(question, keep) -> retrieved doc ids``: retrieval only.
         progress: receives one line per answered turn.
         on_thread: receives the records so far and the number of threads done, after each thread.
@@ -122,18 +132,20 @@ def run_threads(
             tic = time.perf_counter()
             resolved = standalone(turn["question"], history)
             rewrite_ms = (time.perf_counter() - tic) * 1000
-            answer = ask(resolved.question, resolved.keep)
-            followed = _record(thread["id"], i, "followup", turn, resolved, answer, rewrite_ms)
+            if ask is None:
+                answer = Answer(resolved.question, "", True, "retrieval only", [], [])
+                followed = _retrieved(thread["id"], i, "followup", turn, resolved, retrieve, rewrite_ms)
+            else:
+                answer = ask(resolved.question, resolved.keep)
+                followed = _record(thread["id"], i, "followup", turn, resolved, answer, rewrite_ms)
             records.append(followed)
             if i:
-                records.append(_record(thread["id"], i, "written", turn, Standalone(turn["standalone"]),
-                                       ask(turn["standalone"], ()), 0.0))
+                written = Standalone(turn["standalone"])
+                records.append(_retrieved(thread["id"], i, "written", turn, written, retrieve) if ask is None else
+                               _record(thread["id"], i, "written", turn, written, ask(written.question, ()), 0.0))
                 openai = standalone(turn["question"], [Turn(t.role, t.content) for t in history])
                 for condition, resolved_as in (("alone", Standalone(turn["question"])), ("openai", openai)):
-                    records.append(TurnRecord(
-                        thread["id"], i, condition, turn["question"], resolved_as.question, resolved_as.rewritten,
-                        False, [], 0, turn["doc_id"] in retrieve(resolved_as.question, ()), False, "", 0.0,
-                    ))
+                    records.append(_retrieved(thread["id"], i, condition, turn, resolved_as, retrieve))
             history += [Turn("user", turn["question"]),
                         Turn("assistant", answer.answer, tuple(dict.fromkeys(followed.cited)))]
             progress(f"{thread['id']}#{i}: {resolved.question!r} -> {answer.answer[:80]!r}")
@@ -196,13 +208,13 @@ def report(records: list[TurnRecord], threads: int, note: str = "") -> str:
         "|---|---|---|---|---|---|---|",
     ]
     labels = {"followup": "follow-up with history (/ask, doc_ids)", "written": "written standalone",
-              "alone": "follow-up without history (before), retrieval only",
+              "alone": "follow-up without history (before)",
               "openai": "OpenAI history (no doc_ids), retrieval only"}
     for condition, s in summaries.items():
-        answered = condition not in RETRIEVAL_ONLY
+        answered = condition not in RETRIEVAL_ONLY and any(r.answer for r in records if r.condition == condition)
         lines.append(
-            f"| {labels[condition]} | {s.turns} | {s.accuracy:.3f} | " + (
-                f"{s.cited_precision:.3f} | {s.cited_recall:.3f} | " if answered else "- | - | ")
+            f"| {labels[condition]} | {s.turns} | " + (
+                f"{s.accuracy:.3f} | {s.cited_precision:.3f} | {s.cited_recall:.3f} | " if answered else "- | - | - | ")
             + f"{s.retrieval_hit:.3f} | " + (f"{s.median_total_ms:.0f} |" if answered else "- |"))
     follow = summaries.get("followup")
     if follow:
@@ -211,21 +223,24 @@ def report(records: list[TurnRecord], threads: int, note: str = "") -> str:
             "",
             f"Rewritten follow-ups: {extra['rewritten']} of {follow.turns}. Making a question standalone (no model "
             f"call): median {extra['median_rewrite_ms_rewritten']:.3f} ms when rewritten, "
-            f"{extra['median_rewrite_ms_not_rewritten']:.3f} ms when not (max {extra['max_rewrite_ms']:.3f} ms). "
-            f"Paired median (follow-up total - written-standalone total) over rewritten turns: "
-            f"{paired_latency(records):.0f} ms (answer-time noise: both run the same model steps).",
+            f"{extra['median_rewrite_ms_not_rewritten']:.3f} ms when not (max {extra['max_rewrite_ms']:.3f} ms)."
+            + (f" Paired median (follow-up total - written-standalone total) over rewritten turns: "
+               f"{paired_latency(records):.0f} ms (answer-time noise: both run the same model steps)."
+               if any(r.answer for r in records) else ""),
         ]
-    lines += ["", "## Per turn (follow-up with history)", "", "| thread | turn | question used | correct | cited |",
-              "|---|---|---|---|---|"]
+    lines += ["", "## Per turn (follow-up with history)", "",
+              "| thread | turn | question used | correct | cited | retrieved the document |", "|---|---|---|---|---|---|"]
     for r in records:
         if r.condition == "followup":
-            lines.append(f"| {r.thread} | {r.turn + 1} | {r.question_used} | {'yes' if r.correct else 'no'} | "
-                         f"{', '.join(r.cited) or '-'} |")
+            lines.append(f"| {r.thread} | {r.turn + 1} | {r.question_used} | "
+                         f"{('yes' if r.correct else 'no') if r.answer else '-'} | {', '.join(r.cited) or '-'} | "
+                         f"{'yes' if r.retrieved_hit else 'no'} |")
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
     """Build (or reuse) an index of the shipped corpus, run the set, write ``conversations.md`` and ``.json``."""
+    from citerag.service.answering import EvidenceAnswerer
     from citerag.service.pipeline import ensure_index, open_answerer, open_backend
     from citerag.service.settings import Settings
 
@@ -235,14 +250,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", default="", help="Comma-separated thread ids to run (default: all).")
     parser.add_argument("--index-dir", type=Path, default=Path(tempfile.gettempdir()) / "citerag-conversations")
     parser.add_argument("--out", type=Path, default=PROJECT_ROOT / "eval" / "results")
+    parser.add_argument("--corpus", default="icml2026",
+                        help="The threads of this corpus: icml2026 (data/icml2026) or a benchmark's name.")
+    parser.add_argument("--benchmarks", type=Path, default=PROJECT_ROOT.parent / "shared" / "benchmarks",
+                        help="Where a benchmark corpus lies (<dir>/<name>/corpus.jsonl).")
+    parser.add_argument("--retrieval-only", action="store_true", help="No model: retrieval hit only.")
     args = parser.parse_args(argv)
 
-    settings = Settings(index_dir=args.index_dir, corpus=[PROJECT_ROOT / "data" / "icml2026"])
+    source = PROJECT_ROOT / "data" / "icml2026" if args.corpus == "icml2026" else (
+        args.benchmarks / args.corpus / "corpus.jsonl")
+    settings = Settings(index_dir=args.index_dir / args.corpus, corpus=[source])
     backend = open_backend(settings, ensure_index(settings, show_progress=False))
-    answerer = open_answerer(settings, backend)
-    threads = load_threads(args.set)[: args.limit or None]
+    threads = [t for t in load_threads(args.set) if t["corpus"] == args.corpus][: args.limit or None]
     if args.threads:
         threads = [t for t in threads if t["id"] in args.threads.split(",")]
+
+    answerer = EvidenceAnswerer(backend, None, None) if args.retrieval_only else open_answerer(settings, backend)
 
     def ask(question: str, keep: tuple[str, ...]) -> Answer:
         return answerer.ask(question, k=settings.ask_k, keep=keep)
@@ -252,15 +275,20 @@ def main(argv: list[str] | None = None) -> None:
 
     args.out.mkdir(parents=True, exist_ok=True)
 
-    def write(records: list[TurnRecord], done: int) -> None:  # after each thread: a cut-short run leaves a subset
-        note = "" if done == len(threads) == len(load_threads(args.set)) else (
-            f"Subset: {done} of the set's {len(load_threads(args.set))} threads.")
-        (args.out / "conversations.md").write_text(report(records, done, note), encoding="utf-8")
-        (args.out / "conversations.json").write_text(json.dumps([asdict(r) for r in records], indent=1),
-                                                     encoding="utf-8")
+    name = "conversations.md" if args.corpus == "icml2026" else f"conversations_{args.corpus}.md"
+    of_corpus = len([t for t in load_threads(args.set) if t["corpus"] == args.corpus])
 
-    run_threads(ask, retrieve, threads, progress=lambda line: print(line, flush=True), on_thread=write)
-    print((args.out / "conversations.md").read_text(encoding="utf-8"))
+    def write(records: list[TurnRecord], done: int) -> None:  # after each thread: a cut-short run leaves a subset
+        note = f"Corpus: {args.corpus}" + (" (retrieval only: no model)." if args.retrieval_only else ".")
+        if done < of_corpus:
+            note += f" Subset: {done} of the set's {of_corpus} threads of this corpus."
+        (args.out / name).write_text(report(records, done, note), encoding="utf-8")
+        (args.out / name.replace(".md", ".json")).write_text(json.dumps([asdict(r) for r in records], indent=1),
+                                                             encoding="utf-8")
+
+    run_threads(None if args.retrieval_only else ask, retrieve, threads, progress=lambda line: print(line, flush=True),
+                on_thread=write)
+    print((args.out / name).read_text(encoding="utf-8"))
 
 
 if __name__ == "__main__":

@@ -39,8 +39,16 @@ def test_follow_ups_are_scored_against_the_written_questions() -> None:
     assert "| written standalone | 1 | 1.000 | 1.000 | 1.000 | 1.000 | 100 |" in report(records, 1)
 
 
+def test_retrieval_only_runs_record_retrieval_hits() -> None:
+    records = run_threads(None, lambda q, keep: ["gp"] if "GP-EquiFlow" in q else ["other"], THREADS)
+    summaries = summarise(records)
+    assert summaries["followup"].retrieval_hit == summaries["written"].retrieval_hit == 1.0
+    assert summaries["alone"].retrieval_hit == 0.0 and all(not r.answer for r in records)
+    assert "| written standalone | 1 | - | - | - | 1.000 | - |" in report(records, 1)
+
+
 def test_the_set_has_twenty_threads_whose_answers_are_in_their_documents() -> None:
-    threads = load_threads(CONVERSATIONS)
+    threads = [t for t in load_threads(CONVERSATIONS) if t["corpus"] == "icml2026"]
     documents = {d.doc_id: fold(d.text).casefold() for d in read_corpus([PROJECT_ROOT / "data" / "icml2026"]).documents}
     assert len(threads) >= 20 and all(2 <= len(t["turns"]) <= 3 for t in threads)
     for thread in threads:
