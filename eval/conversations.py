@@ -207,7 +207,9 @@ def report(records: list[TurnRecord], threads: int, note: str = "") -> str:
         "| condition | turns | accuracy | cited-doc precision | cited-doc recall | retrieval hit | median total ms |",
         "|---|---|---|---|---|---|---|",
     ]
-    labels = {"followup": "follow-up with history (/ask, doc_ids)", "written": "written standalone",
+    answers = any(r.answer for r in records)
+    labels = {"followup": "follow-up with history" + (" (/ask, doc_ids)" if answers else " (no doc_ids)"),
+              "written": "written standalone",
               "alone": "follow-up without history (before)",
               "openai": "OpenAI history (no doc_ids), retrieval only"}
     for condition, s in summaries.items():
