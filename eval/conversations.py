@@ -111,6 +111,8 @@ def run_threads(
     threads: list[dict[str, Any]],
     progress: Callable[[str], None] = lambda line: None,
     on_thread: Callable[[list[TurnRecord], int], None] = lambda records, done: None,
+    alone_answers: bool = False,
+    conditions: tuple[str, ...] = ("followup", "written", "alone", "openai"),
 ) -> list[TurnRecord]:
     """Ask every thread turn by turn under each condition.
 
@@ -120,6 +122,9 @@ def run_threads(
         retrieve: ``(question, keep) -> retrieved doc ids``: retrieval only.
         progress: receives one line per answered turn.
         on_thread: receives the records so far and the number of threads done, after each thread.
+        alone_answers: answer the ``alone`` condition with ``ask`` too (else it is retrieval only).
+        conditions: the conditions to record; without ``followup`` the follow-ups are not answered (the history
+            then holds no ``doc_ids``: only the ``followup`` condition reads them).
 
     Returns:
         One record per turn and condition; the first turn of a thread is asked once (condition ``followup``); the
@@ -132,20 +137,26 @@ def run_threads(
             tic = time.perf_counter()
             resolved = standalone(turn["question"], history)
             rewrite_ms = (time.perf_counter() - tic) * 1000
-            if ask is None:
-                answer = Answer(resolved.question, "", True, "retrieval only", [], [])
+            if ask is None or "followup" not in conditions:
+                answer = Answer(resolved.question, "", True, "not asked", [], [])
                 followed = _retrieved(thread["id"], i, "followup", turn, resolved, retrieve, rewrite_ms)
             else:
                 answer = ask(resolved.question, resolved.keep)
                 followed = _record(thread["id"], i, "followup", turn, resolved, answer, rewrite_ms)
-            records.append(followed)
-            if i:
+            if "followup" in conditions:
+                records.append(followed)
+            if i and "written" in conditions:
                 written = Standalone(turn["standalone"])
                 records.append(_retrieved(thread["id"], i, "written", turn, written, retrieve) if ask is None else
                                _record(thread["id"], i, "written", turn, written, ask(written.question, ()), 0.0))
+            if i and "alone" in conditions:
+                alone = Standalone(turn["question"])
+                records.append(_record(thread["id"], i, "alone", turn, alone, ask(alone.question, ()), 0.0)
+                               if alone_answers and ask is not None else
+                               _retrieved(thread["id"], i, "alone", turn, alone, retrieve))
+            if i and "openai" in conditions:
                 openai = standalone(turn["question"], [Turn(t.role, t.content) for t in history])
-                for condition, resolved_as in (("alone", Standalone(turn["question"])), ("openai", openai)):
-                    records.append(_retrieved(thread["id"], i, condition, turn, resolved_as, retrieve))
+                records.append(_retrieved(thread["id"], i, "openai", turn, openai, retrieve))
             history += [Turn("user", turn["question"]),
                         Turn("assistant", answer.answer, tuple(dict.fromkeys(followed.cited)))]
             progress(f"{thread['id']}#{i}: {resolved.question!r} -> {answer.answer[:80]!r}")
@@ -213,11 +224,12 @@ def report(records: list[TurnRecord], threads: int, note: str = "") -> str:
               "alone": "follow-up without history (before)",
               "openai": "OpenAI history (no doc_ids), retrieval only"}
     for condition, s in summaries.items():
-        answered = condition not in RETRIEVAL_ONLY and any(r.answer for r in records if r.condition == condition)
+        answered = any(r.answer for r in records if r.condition == condition)
         lines.append(
             f"| {labels[condition]} | {s.turns} | " + (
                 f"{s.accuracy:.3f} | {s.cited_precision:.3f} | {s.cited_recall:.3f} | " if answered else "- | - | - | ")
-            + f"{s.retrieval_hit:.3f} | " + (f"{s.median_total_ms:.0f} |" if answered else "- |"))
+            + f"{s.retrieval_hit:.3f} | " + (f"{s.median_total_ms:.0f} |" if answered else "- |")
+            + ("" if answered or condition == "openai" else " (retrieval only)"))
     follow = summaries.get("followup")
     if follow:
         extra = follow.extra
@@ -257,6 +269,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--benchmarks", type=Path, default=PROJECT_ROOT.parent / "shared" / "benchmarks",
                         help="Where a benchmark corpus lies (<dir>/<name>/corpus.jsonl).")
     parser.add_argument("--retrieval-only", action="store_true", help="No model: retrieval hit only.")
+    parser.add_argument("--alone-answers", action="store_true",
+                        help="Answer the follow-ups without history with the model too (default: retrieval only).")
+    parser.add_argument("--conditions", default="followup,written,alone,openai",
+                        help="Conditions to record (comma-separated).")
+    parser.add_argument("--merge", type=Path, default=None,
+                        help="An earlier run's JSON: its records of the threads and conditions run now are replaced.")
+    parser.add_argument("--note", default="", help="A line for the report (e.g. how runs were merged).")
     args = parser.parse_args(argv)
 
     source = PROJECT_ROOT / "data" / "icml2026" if args.corpus == "icml2026" else (
@@ -280,16 +299,31 @@ def main(argv: list[str] | None = None) -> None:
     name = "conversations.md" if args.corpus == "icml2026" else f"conversations_{args.corpus}.md"
     of_corpus = len([t for t in load_threads(args.set) if t["corpus"] == args.corpus])
 
+    conditions = tuple(args.conditions.split(","))
+    earlier = [TurnRecord(**r) for r in json.loads(args.merge.read_text())] if args.merge else []
+
     def write(records: list[TurnRecord], done: int) -> None:  # after each thread: a cut-short run leaves a subset
+        run = {(r.thread, r.condition) for r in records}
+        kept = [r for r in earlier if (r.thread, r.condition) not in run]
+        records = sorted(kept + records, key=lambda r: [t["id"] for t in threads].index(r.thread)
+                         if r.thread in [t["id"] for t in threads] else -1)
+        done = len({r.thread for r in records})
         note = f"Corpus: {args.corpus}" + (" (retrieval only: no model)." if args.retrieval_only else ".")
         if done < of_corpus:
             note += f" Subset: {done} of the set's {of_corpus} threads of this corpus."
+        note += f" {args.note}" if args.note else ""
         (args.out / name).write_text(report(records, done, note), encoding="utf-8")
         (args.out / name.replace(".md", ".json")).write_text(json.dumps([asdict(r) for r in records], indent=1),
                                                              encoding="utf-8")
 
-    run_threads(None if args.retrieval_only else ask, retrieve, threads, progress=lambda line: print(line, flush=True),
-                on_thread=write)
+    if args.merge:  # the earlier run's threads, in the set's order; the ones run now replace theirs
+        threads = [t for t in load_threads(args.set) if t["corpus"] == args.corpus]
+        chosen = set(args.threads.split(",")) if args.threads else {t["id"] for t in threads}
+        run = [t for t in threads if t["id"] in chosen]
+    else:
+        run = threads
+    run_threads(None if args.retrieval_only else ask, retrieve, run, progress=lambda line: print(line, flush=True),
+                on_thread=write, alone_answers=args.alone_answers, conditions=conditions)
     print((args.out / name).read_text(encoding="utf-8"))
 
 
