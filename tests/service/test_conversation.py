@@ -18,7 +18,6 @@ from citerag.service.conversation import (
     subject_of,
 )
 from citerag.service.openai_compat import ChatRequest
-from citerag.service.state import AdmissionGate, AnswererLoader, Service, WriteGuard
 from tests.service.test_answering import ML, PUBMED, result
 
 
@@ -177,13 +176,11 @@ class Recorder:
 
 @pytest.fixture()
 def client() -> TestClient:
-    from citerag.service.api import create_app
-    from citerag.service.settings import Settings
+    from tests.service.test_streaming import app_over
 
-    app = create_app(Settings())
     recorder = Recorder()
-    app.state.service = Service(None, AnswererLoader(lambda: recorder), AdmissionGate(2),
-                                WriteGuard(None, "127.0.0.1"), app.state.metrics, 5, 4, 200)
+    app = app_over(recorder)
+    app.state.service.history_max_turns, app.state.service.history_max_chars = 4, 200  # as CITERAG_HISTORY_MAX_*
     test_client = TestClient(app)  # the lifespan is not run: the stand-in stays
     test_client.recorder = recorder
     yield test_client

@@ -204,15 +204,10 @@ class EchoAnswerer:
 
 @pytest.fixture(scope="module")
 def echo_server() -> Iterator[tuple[str, EchoAnswerer]]:
-    from citerag.service.api import create_app
-    from citerag.service.settings import Settings
-    from citerag.service.state import AdmissionGate, AnswererLoader, Service, WriteGuard
+    from tests.service.test_streaming import app_over
 
-    app = create_app(Settings())
     answerer = EchoAnswerer()
-    app.state.service = Service(None, AnswererLoader(lambda: answerer), AdmissionGate(2),
-                                WriteGuard(None, "127.0.0.1"), app.state.metrics, 5)
-    with serving(app, lifespan="off") as url:
+    with serving(app_over(answerer), lifespan="off") as url:
         yield url, answerer
 
 
