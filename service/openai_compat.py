@@ -4,9 +4,9 @@
 are its history: a follow-up is made standalone from them (:mod:`citerag.service.conversation`; the latest
 ``CITERAG_HISTORY_MAX_TURNS`` turns that fit ``CITERAG_HISTORY_MAX_CHARS`` are kept). The answer text carries
 ``[n]`` markers and the response adds a ``citations`` field (the same objects as ``/ask``) and ``question_used``
-(the standalone question answered). With ``"stream": true`` the raw model text
-streams as ``chat.completion.chunk`` deltas; the last chunk (``finish_reason: "stop"``) carries ``citations``,
-``question_used`` and ``citerag`` (the full checked ``/ask`` response, whose ``answer`` is authoritative), then ``data: [DONE]``.
+(the standalone question answered). With ``"stream": true`` the raw model text streams as ``chat.completion.chunk``
+deltas; the last chunk (``finish_reason: "stop"``) carries ``citations``, ``question_used`` and ``citerag`` (the
+full checked ``/ask`` response, whose ``answer`` is authoritative), then ``data: [DONE]``.
 ``GET /v1/models`` lists the one model, ``citerag``. Sampling parameters are accepted and ignored (decoding is
 greedy for reproducible, grounded answers).
 """
