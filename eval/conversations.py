@@ -243,7 +243,8 @@ def report(records: list[TurnRecord], threads: int, note: str = "") -> str:
                if any(r.answer for r in records) else ""),
         ]
     lines += ["", "## Per turn (follow-up with history)", "",
-              "| thread | turn | question used | correct | cited | retrieved the document |", "|---|---|---|---|---|---|"]
+              "| thread | turn | question used | correct | cited | retrieved the document |",
+              "|---|---|---|---|---|---|"]
     for r in records:
         if r.condition == "followup":
             lines.append(f"| {r.thread} | {r.turn + 1} | {r.question_used} | "

@@ -10,8 +10,8 @@ question into the question that is answered (``question_used`` in the response):
 2. A follow-up takes its subject from the previous user question (itself made standalone first, so a three-turn
    thread carries the subject along): the coined or capitalised name it asked about (``EDEN``, ``Platonic
    Transformer``) replaces the first reference back ("What does it use?" -> "What does GP-EquiFlow use?"; "its"
-   -> "GP-EquiFlow's"; "this trial" -> "the HIV-1 trial"). With no name to carry, the previous question is appended in brackets, so its terms join
-   the retrieval query and the question the model judges evidence against.
+   -> "GP-EquiFlow's"; "this trial" -> "the HIV-1 trial"). With no name to carry, the previous question is
+   appended in brackets, so its terms join the retrieval query and the question the model judges evidence against.
 3. The documents the previous answer cited (``doc_ids`` of an assistant turn, when the client sends them) are
    kept as candidates: :func:`keep_candidates` puts the best passage of one of them in the last slot when
    retrieval for the follow-up found none of them.

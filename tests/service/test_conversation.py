@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 
 from citerag.service.answering.types import Answer
 from citerag.service.conversation import (
+    Standalone,
     Turn,
     check_history,
     follow_up_reason,
@@ -117,7 +118,8 @@ def test_a_previous_answer_is_never_cited() -> None:
 
 
 def test_no_history_means_no_rewrite() -> None:
-    assert standalone("Which benchmarks was it evaluated on?") == standalone("Which benchmarks was it evaluated on?", [])
+    question = "Which benchmarks was it evaluated on?"
+    assert standalone(question) == standalone(question, []) == Standalone(question)
     assert not standalone("Which benchmarks was it evaluated on?").rewritten
 
 
