@@ -3,10 +3,12 @@ runner and through a real pseudo-terminal (stdlib ``pty``; pexpect is not instal
 
 from __future__ import annotations
 
+import fcntl
 import os
 import select
 import subprocess
 import sys
+import termios
 import time
 
 import pytest
@@ -68,7 +70,7 @@ def test_chat_bad_k_exits_2_before_loading_anything(tmp_path) -> None:
     assert out.exit_code == 2 and out.stderr.startswith("error: k: ")
 
 
-def test_chat_in_a_pseudo_terminal_two_turns_then_ctrl_d() -> None:
+def test_chat_in_a_pseudo_terminal_two_turns_ctrl_c_then_ctrl_d() -> None:
     script = STAND_IN + (
         "\nimport citerag.service.pipeline as pipeline, citerag.service.cli as cli\n"
         "pipeline.open_answerer = lambda settings, searcher: StandIn()\n"
@@ -77,12 +79,14 @@ def test_chat_in_a_pseudo_terminal_two_turns_then_ctrl_d() -> None:
     )
     master, slave = os.openpty()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path]), "COLUMNS": "200", "TERM": "dumb"}
+    # a session of its own whose controlling terminal is the pty: Ctrl-C there is a SIGINT, as at a real terminal
     child = subprocess.Popen([sys.executable, "-c", script], stdin=slave, stdout=slave, stderr=slave, env=env,
-                             cwd=ROOT, close_fds=True)
+                             cwd=ROOT, close_fds=True, start_new_session=True,
+                             preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
     os.close(slave)
     seen = b""
 
-    def read_until(marker: bytes, timeout: float = 60.0) -> None:
+    def read_until(marker: bytes, timeout: float = 180.0) -> None:  # a busy machine starts slowly
         nonlocal seen
         deadline = time.monotonic() + timeout
         while marker not in seen:
@@ -103,6 +107,10 @@ def test_chat_in_a_pseudo_terminal_two_turns_then_ctrl_d() -> None:
         read_until(b"timings (ms)")
         assert b"answering: What does GP-EquiFlow use to build its priors?" in seen
         read_until(b"> ")
+        seen = b""
+        os.write(master, b"\x03")  # Ctrl-C at the prompt: a fresh prompt, the chat goes on
+        read_until(b"> ")
+        assert child.poll() is None
         os.write(master, b"\x04")  # Ctrl-D at the prompt
         assert child.wait(timeout=30) == 0
     finally:
