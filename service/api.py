@@ -95,7 +95,8 @@ def open_service(settings: Settings, index: LoadedIndex | None, metrics: Metrics
     key = settings.api_key.get_secret_value() if settings.api_key else None
     service = Service(
         backend, AnswererLoader(lambda: open_answerer(settings, backend)), AdmissionGate(settings.max_queue),
-        WriteGuard(key, settings.host), metrics, settings.ask_k,
+        WriteGuard(key, settings.host), metrics, settings.ask_k, settings.history_max_turns,
+        settings.history_max_chars,
     )
     metrics.documents.set_function(lambda: int(backend.stats()["documents"]))
     metrics.passages.set_function(lambda: int(backend.stats()["passages"]))

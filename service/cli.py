@@ -201,16 +201,23 @@ def ask(
     answerer = open_answerer(settings, _open_searcher(settings))
     streaming = stream and not json_out
 
-    def on_delta(text: str) -> None:
-        console.print(text, end="", style="dim", markup=False, highlight=False)
-
-    answer = answerer.ask(request.question, k=request.k or settings.ask_k, on_delta=on_delta if streaming else None)
+    answer = answerer.ask(request.question, k=request.k or settings.ask_k, on_delta=_on_delta if streaming else None)
     response = AskResponse.of(answer)
     if streaming:
         console.print()
     if json_out:
         typer.echo(response.model_dump_json(indent=2))
         return
+    _print_answer(response)
+
+
+def _on_delta(text: str) -> None:
+    """Print streamed model text as it comes (dim: the checked answer follows)."""
+    console.print(text, end="", style="dim", markup=False, highlight=False)
+
+
+def _print_answer(response: Any) -> None:  # an AskResponse
+    """The checked answer, its sources table (citations), the decision, the evidence read and the timings."""
     console.print(f"\n[bold]{response.answer}[/]\n")
     if response.abstained:
         console.print(f"[dim]abstained: {response.reason}[/]")
@@ -229,6 +236,58 @@ def ask(
             evidence.add_row("used" if e.used else "", f"[{e.n}]", e.text, f"{e.score:.2f}")
         console.print(evidence)
     console.print(f"[dim]timings (ms): {json.dumps(response.timings_ms)}[/]")
+
+
+@app.command()
+@one_line_errors
+def chat(
+    k: Annotated[int | None, typer.Option(help="Passages given to the model (1-20; default CITERAG_ASK_K).")] = None,
+    index_dir: IndexDirOption = None,
+) -> None:
+    """Ask questions in a conversation: a follow-up ("Which benchmarks was it evaluated on?") is made standalone
+    from the earlier questions (the question answered is shown), each answer streams and is followed by its
+    sources. Ctrl-C stops the current answer; Ctrl-D (end of input) leaves."""
+    from citerag.service.conversation import Turn, latest_turns, standalone
+    from citerag.service.pipeline import open_answerer
+    from citerag.service.schemas import AskRequest, AskResponse
+
+    settings = _settings(index_dir)
+    AskRequest(question="k?", k=k)  # a bad --k fails before the model loads
+    answerer = open_answerer(settings, _open_searcher(settings))
+    history: list[Turn] = []
+    console.print("[dim]Ask a question; follow-ups are read with the conversation. Ctrl-C stops an answer, "
+                  "Ctrl-D leaves.[/]")
+    while True:
+        try:
+            line = console.input("[bold]> [/]")
+        except EOFError:
+            console.print()
+            return
+        except KeyboardInterrupt:  # at the prompt: a fresh prompt
+            console.print()
+            continue
+        try:
+            request = AskRequest(question=line, k=k)
+        except ValidationError as exc:
+            if line.strip():
+                console.print(f"[red]question: {exc.errors()[0]['msg']}[/]")
+            continue
+        resolved = standalone(
+            request.question, latest_turns(history, settings.history_max_turns, settings.history_max_chars)
+        )
+        if resolved.rewritten:
+            console.print(f"[dim]answering: {resolved.question}[/]", markup=True, highlight=False)
+        try:
+            answer = answerer.ask(resolved.question, k=request.k or settings.ask_k, on_delta=_on_delta,
+                                  keep=resolved.keep)
+        except KeyboardInterrupt:
+            console.print("\n[dim]stopped.[/]")
+            continue
+        console.print()
+        response = AskResponse.of(answer, asked=request.question)
+        _print_answer(response)
+        history += [Turn("user", request.question),
+                    Turn("assistant", response.answer, tuple(dict.fromkeys(c.doc_id for c in response.citations)))]
 
 
 @app.command()

@@ -1,9 +1,12 @@
 """An OpenAI-compatible chat endpoint, so existing OpenAI clients and chat UIs can ask citerag.
 
-``POST /v1/chat/completions``: the last user message is the question; the answer text carries ``[n]`` markers and
-the response adds a ``citations`` field (the same objects as ``/ask``). With ``"stream": true`` the raw model text
-streams as ``chat.completion.chunk`` deltas; the last chunk (``finish_reason: "stop"``) carries ``citations`` and
-``citerag`` (the full checked ``/ask`` response, whose ``answer`` is authoritative), then ``data: [DONE]``.
+``POST /v1/chat/completions``: the last user message is the question, and the user and assistant messages before it
+are its history: a follow-up is made standalone from them (:mod:`citerag.service.conversation`; the latest
+``CITERAG_HISTORY_MAX_TURNS`` turns that fit ``CITERAG_HISTORY_MAX_CHARS`` are kept). The answer text carries
+``[n]`` markers and the response adds a ``citations`` field (the same objects as ``/ask``) and ``question_used``
+(the standalone question answered). With ``"stream": true`` the raw model text streams as ``chat.completion.chunk``
+deltas; the last chunk (``finish_reason: "stop"``) carries ``citations``, ``question_used`` and ``citerag`` (the
+full checked ``/ask`` response, whose ``answer`` is authoritative), then ``data: [DONE]``.
 ``GET /v1/models`` lists the one model, ``citerag``. Sampling parameters are accepted and ignored (decoding is
 greedy for reproducible, grounded answers).
 """
@@ -19,6 +22,7 @@ from fastapi.sse import ServerSentEvent
 from pydantic import BaseModel, ConfigDict, Field
 
 from citerag.service.answer import Answer, Answerer
+from citerag.service.conversation import Standalone, Turn
 from citerag.service.schemas import AskResponse
 from citerag.service.streaming import answer_events
 
@@ -70,6 +74,13 @@ class ChatRequest(BaseModel):
                 return message.text().strip()
         raise ValueError("messages: no user message with text")
 
+    def history(self) -> list[Turn]:
+        """The user and assistant messages with text before the last user message with text, oldest first
+        (system, tool and developer messages are left out)."""
+        last = max((i for i, m in enumerate(self.messages) if m.role == "user" and m.text().strip()), default=0)
+        return [Turn(m.role, m.text().strip()) for m in self.messages[:last]
+                if m.role in ("user", "assistant") and m.text().strip()]
+
 
 def completion(response: AskResponse) -> dict[str, Any]:
     """A ``chat.completion`` object for a checked answer, plus ``citations`` and ``citerag`` extras."""
@@ -81,6 +92,7 @@ def completion(response: AskResponse) -> dict[str, Any]:
         "choices": [{"index": 0, "message": {"role": "assistant", "content": response.answer}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
         "citations": [c.model_dump() for c in response.citations],
+        "question_used": response.question_used,
         "citerag": response.model_dump(),
     }
 
@@ -106,18 +118,19 @@ def completion_chunks(events: Iterator[ServerSentEvent]) -> Iterator[ServerSentE
         elif event.event == "answer":
             # an abstention decided before generation streamed no text: send the service's message instead
             delta = {} if streamed else {"content": payload["answer"]}
-            yield chunk(delta, "stop", citations=payload["citations"], citerag=payload)
+            yield chunk(delta, "stop", citations=payload["citations"], question_used=payload["question_used"],
+                        citerag=payload)
         elif event.event == "error":
             yield chunk({}, "stop", error=payload)
     yield ServerSentEvent(raw_data="[DONE]")
 
 
 def stream_of(
-    answerer: Answerer, question: str, k: int, on_done: Callable[[Answer], None] | None = None
+    answerer: Answerer, resolved: Standalone, asked: str, k: int, on_done: Callable[[Answer], None] | None = None
 ) -> Generator[ServerSentEvent, None, None]:
-    """OpenAI chunks for one question (a generator: closing it stops the generation); ``on_done`` receives the
-    finished answer."""
-    events = answer_events(answerer, question, k, on_done=on_done)
+    """OpenAI chunks for one question (a generator: closing it stops the generation): ``resolved`` is the
+    standalone form of the question ``asked``; ``on_done`` receives the finished answer."""
+    events = answer_events(answerer, resolved.question, k, on_done=on_done, keep=resolved.keep, asked=asked)
     try:
         yield from completion_chunks(events)
     finally:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -13,8 +13,13 @@ from citerag.index.ingest import META_FIELDS, given_doc_id, make_document
 from citerag.index.search import SearchResult
 from citerag.index.types import Document
 from citerag.service.answering import Answer
+from citerag.service.conversation import Turn
 
 MAX_QUERY_CHARS = 2000
+#: Hard limits of a request's ``history`` (the configured ones, ``CITERAG_HISTORY_MAX_TURNS`` and
+#: ``CITERAG_HISTORY_MAX_CHARS``, are checked by the routes and may only be lower).
+MAX_HISTORY_TURNS = 100
+MAX_TURN_CHARS = 20_000
 
 
 def _not_blank(value: str) -> str:
@@ -52,6 +57,29 @@ class SearchRequest(BaseModel):
     _check_filters = field_validator("filters")(_valid_filters)
 
 
+class HistoryTurn(BaseModel):
+    """One earlier turn of a conversation in an ``/ask`` body: a user question or an assistant answer.
+
+    Only user turns are read (their subject carries over to a follow-up, :mod:`citerag.service.conversation`); an
+    assistant turn's ``doc_ids`` (the documents its answer cited) are kept as candidates; its text is never read
+    nor citable.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["user", "assistant"] = Field(description="user or assistant.")
+    content: str = Field(..., min_length=1, max_length=MAX_TURN_CHARS, description="The message text.")
+    doc_ids: list[Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]] = Field(
+        default_factory=list, max_length=20, description="Assistant turns: the documents the answer cited."
+    )
+
+    _check_content = field_validator("content")(_not_blank)
+
+    def to_turn(self) -> Turn:
+        """The :class:`~citerag.service.conversation.Turn` this stands for."""
+        return Turn(self.role, self.content, tuple(self.doc_ids))
+
+
 class AskRequest(BaseModel):
     """``POST /ask`` body."""
 
@@ -63,6 +91,12 @@ class AskRequest(BaseModel):
     )
     filters: dict[str, Any] | None = Field(None, description=FILTERS_DESCRIPTION)
     stream: bool = Field(False, strict=True, description="Send server-sent events: passages, tokens, then the checked answer.")
+    history: list[HistoryTurn] = Field(
+        default_factory=list, max_length=MAX_HISTORY_TURNS,
+        description="Earlier turns of the conversation, oldest first: a follow-up question is made standalone "
+        "from them before retrieval (question_used). At most CITERAG_HISTORY_MAX_TURNS turns and "
+        "CITERAG_HISTORY_MAX_CHARS characters in all.",
+    )
 
     _check_question = field_validator("question")(_not_blank)
     _check_filters = field_validator("filters")(_valid_filters)
@@ -129,7 +163,11 @@ class EvidenceOut(BaseModel):
 
 
 class AskResponse(BaseModel):
-    question: str
+    question: str = Field(description="The question as asked.")
+    question_used: str = Field(
+        description="The standalone question retrieved for and answered: the question itself, or a follow-up "
+        "rewritten from the conversation's history."
+    )
     answer: str
     abstained: bool
     reason: str = Field(description="Why the service abstained; empty when it answered.")
@@ -144,9 +182,12 @@ class AskResponse(BaseModel):
     timings_ms: dict[str, float] = Field(description="retrieve, evidence, prompt, generate and total, in milliseconds.")
 
     @classmethod
-    def of(cls, answer: Answer) -> AskResponse:
+    def of(cls, answer: Answer, asked: str | None = None) -> AskResponse:
+        """The response for ``answer``; ``asked``: the question as asked when it was rewritten into
+        ``answer.question`` (default: the same)."""
         return cls(
-            question=answer.question,
+            question=asked if asked is not None else answer.question,
+            question_used=answer.question,
             answer=answer.answer,
             abstained=answer.abstained,
             reason=answer.reason,

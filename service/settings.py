@@ -126,6 +126,16 @@ class Settings(BaseSettings):
         0.18, description="Abstain when the best passage's cosine similarity to the question is below this."
     )
 
+    # Conversations.
+    history_max_turns: int = Field(
+        20, ge=0, le=100, description="Earlier turns an /ask request's history may hold (more is 422); the "
+        "OpenAI-compatible endpoint keeps the latest this many.",
+    )
+    history_max_chars: int = Field(
+        16_000, ge=0, le=2_000_000, description="Characters an /ask request's history may hold in all (more is "
+        "422); the OpenAI-compatible endpoint keeps the latest turns that fit.",
+    )
+
     # HTTP.
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest accepted request body (bytes); more is 413.")
     cors_origins: list[str] = Field([], description="Origins allowed by CORS; empty (default) = CORS off.")

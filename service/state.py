@@ -156,6 +156,8 @@ class Service:
     writes: WriteGuard
     metrics: Metrics
     default_k: int = 5
+    history_max_turns: int = 20
+    history_max_chars: int = 16_000
 
     @property
     def answerer(self) -> Answerer:

@@ -19,7 +19,7 @@ import json
 import queue
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 
 import anyio
@@ -51,11 +51,19 @@ def answer_events(
     k: int,
     filters: Filters | None = None,
     on_done: Callable[[Answer], None] | None = None,
+    keep: Sequence[str] = (),
+    asked: str | None = None,
 ) -> Generator[ServerSentEvent, None, None]:
     """The SSE stream of one question (see module docstring). Generation runs in a worker thread; ``on_done``
-    receives the finished :class:`Answer` (e.g. for metrics)."""
+    receives the finished :class:`Answer` (e.g. for metrics).
+
+    Args:
+        question: the question to answer (a follow-up's standalone form: the final event's ``question_used``).
+        keep: documents kept as candidates (:meth:`~citerag.service.answering.base.RetrievingAnswerer.retrieve`).
+        asked: the question as asked, when ``question`` is its rewritten form (the final event's ``question``).
+    """
     started = time.perf_counter()
-    passages = answerer.retrieve(question, k, filters)
+    passages = answerer.retrieve(question, k, filters, keep)
     retrieve_ms = (time.perf_counter() - started) * 1000
     yield ServerSentEvent(event="passages", data={"passages": [PassageOut.of(p).model_dump() for p in passages]})
 
@@ -82,7 +90,7 @@ def answer_events(
             elif kind == "answer":
                 if on_done is not None:
                     on_done(payload)
-                yield ServerSentEvent(event="answer", data=AskResponse.of(payload).model_dump())
+                yield ServerSentEvent(event="answer", data=AskResponse.of(payload, asked).model_dump())
                 return
             else:
                 yield ServerSentEvent(event="error", data={"detail": f"generation failed: {payload}"})

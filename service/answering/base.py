@@ -4,13 +4,14 @@ retrieval-evidence abstention check that runs before the model is called."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from citerag.index.backend import Searcher
 from citerag.index.filters import Filters
 from citerag.index.search import SearchResult
 from citerag.service.answering.types import Answer
 from citerag.service.context import merge_same_document
+from citerag.service.conversation import keep_candidates
 
 
 def retrieval_gap(passages: list[SearchResult], min_dense_score: float) -> str:
@@ -32,10 +33,22 @@ class RetrievingAnswerer:
 
     retriever: Searcher
 
-    def retrieve(self, question: str, k: int, filters: Filters | None = None) -> list[SearchResult]:
+    def retrieve(
+        self, question: str, k: int, filters: Filters | None = None, keep: Sequence[str] = ()
+    ) -> list[SearchResult]:
         """The top-``k`` hybrid passages, passages of one document together and merged where they overlap
-        (:func:`citerag.service.context.merge_same_document`), so at most ``k`` blocks."""
-        return merge_same_document(self.retriever.search(question, k=k, mode="hybrid", filters=filters))
+        (:func:`citerag.service.context.merge_same_document`), so at most ``k`` blocks.
+
+        Args:
+            keep: ids of documents to keep as candidates (a follow-up's previous citations): when none of them is
+                retrieved, the best passage among them takes the last slot
+                (:func:`citerag.service.conversation.keep_candidates`); ignored when ``filters`` name ``doc_id``.
+        """
+        results = self.retriever.search(question, k=k, mode="hybrid", filters=filters)
+        if keep and "doc_id" not in (filters or {}):
+            results = keep_candidates(results, keep, lambda ids: self.retriever.search(
+                question, k=1, mode="hybrid", filters={**(filters or {}), "doc_id": {"in": ids}}))
+        return merge_same_document(results)
 
     def ask(
         self,
@@ -43,13 +56,15 @@ class RetrievingAnswerer:
         k: int = 8,
         on_delta: Callable[[str], bool | None] | None = None,
         filters: Filters | None = None,
+        keep: Sequence[str] = (),
     ) -> Answer:
         """Answer ``question`` from the top-``k`` passages, or abstain.
 
         Args:
             on_delta: receives the answer's text as it becomes visible (streaming); return True to stop.
             filters: metadata conditions applied inside retrieval (:mod:`citerag.index.filters`).
+            keep: documents kept as candidates (:meth:`retrieve`).
         """
         started = time.perf_counter()
-        passages = self.retrieve(question, k, filters)
+        passages = self.retrieve(question, k, filters, keep)
         return self.answer(question, passages, (time.perf_counter() - started) * 1000, on_delta)  # type: ignore[attr-defined]

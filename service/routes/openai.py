@@ -8,6 +8,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.sse import EventSourceResponse
 from pydantic import ValidationError
 
+from citerag.service.conversation import latest_turns, standalone
 from citerag.service.openai_compat import MODEL_ID, ChatRequest, completion, stream_of
 from citerag.service.routes.ask import answer_or_stream
 from citerag.service.schemas import AskRequest
@@ -24,11 +25,14 @@ async def openai_models() -> dict:
 
 @router.post("/v1/chat/completions", response_model=None)
 def openai_chat(body: ChatRequest, service: ServiceDep) -> dict | EventSourceResponse:
-    """OpenAI-compatible chat: the last user message is the question (see ``service/openai_compat.py``)."""
+    """OpenAI-compatible chat: the last user message is the question, made standalone from the messages before it
+    (see ``service/openai_compat.py``)."""
     request = ask_request(body, service.default_k)
+    history = latest_turns(body.history(), service.history_max_turns, service.history_max_chars)
+    resolved = standalone(request.question, history)
     return answer_or_stream(
-        service, request, body.stream,
-        lambda: stream_of(service.answerer, request.question, request.k, on_done=service.observe),
+        service, request, resolved, body.stream,
+        lambda: stream_of(service.answerer, resolved, request.question, request.k, on_done=service.observe),
         completion,
     )
 

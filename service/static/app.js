@@ -1,10 +1,41 @@
 // citerag web page: asks POST /ask with "stream": true and renders its server-sent events (passages, token...,
 // answer | error); citations open the cited span inside the full abstract (GET /documents/{id}).
+// The conversation (each turn's question and checked answer) is kept in localStorage and sent as "history", so a
+// follow-up is read with it; "New conversation" forgets it. Nothing is kept on the server.
 // Every piece of document or model text reaches the DOM as text (textContent / append(string)), never as HTML.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
 let inFlight = null; // AbortController of the running question
+const STORE = "citerag.conversation"; // localStorage key: [{question, body}], body = the final /ask response
+const KEPT_TURNS = 20; // turns kept in the browser
+const SENT_TURNS = 8; // question + answer pairs sent as history (within CITERAG_HISTORY_MAX_TURNS' default 20)
+const SENT_CHARS = 1500; // characters of each message sent
+
+function loadThread() {
+  try {
+    const turns = JSON.parse(localStorage.getItem(STORE) || "[]");
+    return Array.isArray(turns) ? turns.filter((t) => t && typeof t.question === "string" && t.body) : [];
+  } catch (_) {
+    return [];
+  }
+}
+
+let thread = loadThread();
+
+function saveThread() {
+  thread = thread.slice(-KEPT_TURNS);
+  try { localStorage.setItem(STORE, JSON.stringify(thread)); } catch (_) { /* storage full or off: keep it in memory */ }
+}
+
+// The /ask "history" for the thread: each turn's question, then its answer with the documents it cited.
+function historyOf(turns) {
+  return turns.slice(-SENT_TURNS).flatMap((t) => [
+    { role: "user", content: t.question.slice(0, SENT_CHARS) },
+    { role: "assistant", content: t.body.answer.slice(0, SENT_CHARS),
+      doc_ids: [...new Set(t.body.citations.map((c) => c.doc_id))].slice(0, 20) },
+  ]);
+}
 
 function el(tag, text, className) {
   const node = document.createElement(tag);
@@ -99,9 +130,11 @@ function citationButton(citation) {
   return button;
 }
 
-// The checked answer, each [n] marker that has a citation turned into a button.
-function renderAnswer(body) {
-  const answer = $("answer");
+// The checked answer as nodes: the decision, the text with each [n] marker that has a citation turned into a
+// button, the abstention's reason, and the evidence the model read.
+function answerNodes(body) {
+  const nodes = [];
+  if (body.decision) nodes.push(el("p", `Decision: ${body.decision}`, "decision"));
   const byNumber = new Map(body.citations.map((c) => [c.n, c]));
   const paragraph = el("p");
   const marker = /\[(\d+)\]/g;
@@ -112,18 +145,42 @@ function renderAnswer(body) {
     paragraph.append(citation ? citationButton(citation) : match[0]);
   }
   paragraph.append(body.answer.slice(last));
-  answer.replaceChildren(paragraph);
-  if (body.decision) answer.prepend(el("p", `Decision: ${body.decision}`, "decision"));
-  if (body.abstained) {
-    answer.classList.add("abstained");
-    answer.append(el("p", `The service abstained: ${body.reason}.`, "reason"));
+  nodes.push(paragraph);
+  if (body.abstained) nodes.push(el("p", `The service abstained: ${body.reason}.`, "reason"));
+  return nodes.concat(evidenceNodes(body.evidence || []));
+}
+
+function renderAnswer(body) {
+  const answer = $("answer");
+  answer.replaceChildren(...answerNodes(body));
+  answer.classList.toggle("abstained", body.abstained);
+}
+
+// "Q: ..." and, when the follow-up was rewritten, the standalone question that was answered.
+function askedNodes(question, body) {
+  const nodes = [el("span", `Q: ${question}`, "question")];
+  if (body && body.question_used && body.question_used !== question) {
+    nodes.push(el("span", ` (answered as: ${body.question_used})`, "question-used"));
   }
-  renderEvidence(body.evidence || []);
+  return nodes;
+}
+
+// The first `count` turns of the thread (default: all but the latest, which the answer box shows), each with its
+// question, answer and evidence.
+function renderThread(count = thread.length - 1) {
+  const earlier = thread.slice(0, Math.max(count, 0));
+  $("thread-section").hidden = earlier.length === 0;
+  $("thread").replaceChildren(...earlier.map((turn) => {
+    const item = el("li", null, "turn");
+    item.append(el("p", null, "label"), ...answerNodes(turn.body));
+    item.firstChild.append(...askedNodes(turn.question, turn.body));
+    return item;
+  }));
 }
 
 // The evidence sentences the model chose from; the ones the answer states are marked, each opens its span.
-function renderEvidence(evidence) {
-  if (!evidence.length) return;
+function evidenceNodes(evidence) {
+  if (!evidence.length) return [];
   const list = el("ol", null, "evidence");
   list.setAttribute("aria-label", "Evidence the model read");
   for (const item of evidence) {
@@ -135,7 +192,7 @@ function renderEvidence(evidence) {
     entry.append(open, " ", item.used ? el("strong", item.text) : item.text);
     list.append(entry);
   }
-  $("answer").append(el("h3", "Evidence"), list);
+  return [el("h3", "Evidence"), list];
 }
 
 function ranks(passage, mode) {
@@ -169,13 +226,16 @@ async function ask(question, mode, k) {
   answer.setAttribute("aria-busy", "true");
   $("passage").hidden = true;
   $("sources").replaceChildren();
+  $("asked").replaceChildren(...askedNodes(question));
+  renderThread(thread.length); // the latest answered turn moves up into the thread
   setState("streaming", "Retrieving passages…");
   try {
     if (mode !== "hybrid") {
       const search = await postJson("/search", { query: question, k, mode }, controller.signal);
       renderSources((await search.json()).results, mode);
     }
-    const response = await postJson("/ask", { question, k, stream: true }, controller.signal);
+    const history = historyOf(thread);
+    const response = await postJson("/ask", { question, k, stream: true, history }, controller.signal);
     for await (const { event, data } of serverSentEvents(response)) {
       if (event === "passages") {
         if (mode === "hybrid") renderSources(data.passages, mode);
@@ -184,6 +244,9 @@ async function ask(question, mode, k) {
         answer.append(data.text);
       } else if (event === "answer") {
         renderAnswer(data);
+        $("asked").replaceChildren(...askedNodes(question, data));
+        thread.push({ question, body: data });
+        saveThread();
         setState("done", data.abstained ? "No answer found." : `Answered in ${Math.round(data.timings_ms.total)} ms.`);
       } else if (event === "error") {
         setState("error", data.detail);
@@ -200,7 +263,32 @@ async function ask(question, mode, k) {
   }
 }
 
+function newConversation() {
+  inFlight?.abort();
+  thread = [];
+  try { localStorage.removeItem(STORE); } catch (_) { /* storage off */ }
+  renderThread();
+  for (const id of ["asked", "answer", "sources"]) $(id).replaceChildren();
+  $("sources-note").textContent = "";
+  $("passage").hidden = true;
+  setState("idle", "New conversation.");
+  $("question").focus();
+}
+
+// After a reload: the thread above, the latest turn in the answer box with its sources.
+function restoreThread() {
+  if (!thread.length) return;
+  const last = thread.at(-1);
+  renderThread();
+  $("asked").replaceChildren(...askedNodes(last.question, last.body));
+  renderAnswer(last.body);
+  renderSources(last.body.passages || [], "hybrid");
+  setState("done", `Conversation restored (${thread.length} turn${thread.length === 1 ? "" : "s"}).`);
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  restoreThread();
+  $("new-conversation").addEventListener("click", newConversation);
   $("ask-form").addEventListener("submit", (event) => {
     event.preventDefault();
     const form = new FormData(event.target);

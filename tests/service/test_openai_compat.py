@@ -57,3 +57,21 @@ def test_no_user_message_is_a_422(api_client) -> None:
     response = api_client.post("/v1/chat/completions", json={"messages": [{"role": "system", "content": "x"}]})
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"] == ["body", "messages"]
+
+
+GP_EQUIFLOW = "0e4a7d0dfa0b289b"  # doc_id of the GP-EquiFlow abstract
+
+
+def test_a_three_turn_conversation_cites_the_paper_the_thread_is_about(client: openai.OpenAI) -> None:
+    # issue 18: "What does it use to build its priors?" after GP-EquiFlow was answered from another paper
+    messages: list[dict] = []
+    for question in ("What does GP-EquiFlow do?", "Which systems does it predict trajectories of?",
+                     "What does it use to build its priors?"):
+        messages.append({"role": "user", "content": question})
+        response = client.chat.completions.create(model="citerag", messages=messages)
+        messages.append({"role": "assistant", "content": response.choices[0].message.content})
+    extra = response.model_extra
+    assert extra["question_used"] == "What does GP-EquiFlow use to build its priors?"
+    assert extra["citerag"]["question"] == "What does it use to build its priors?"
+    assert [c["doc_id"] for c in extra["citations"]] == [GP_EQUIFLOW]
+    assert "Gaussian process" in response.choices[0].message.content

@@ -27,7 +27,7 @@ class StandIn:
         self.tokens, self.fail, self.endless = tokens, fail, endless
         self.stopped = threading.Event()
 
-    def retrieve(self, question: str, k: int, filters=None) -> list:  # noqa: ANN001 - the Answerer's signature
+    def retrieve(self, question: str, k: int, filters=None, keep=()) -> list:  # noqa: ANN001 - the Answerer's signature
         return []
 
     def answer(self, question: str, passages: list, retrieve_ms: float, on_delta) -> Answer:  # noqa: ANN001

@@ -181,3 +181,76 @@ def test_document_markup_is_shown_as_text_never_run(page: Page, hostile_server: 
     assert page.locator("#passage-title").inner_text() == f"{HOSTILE_TITLE} (hostile)"
     assert page.locator("main img, main script").count() == 0
     assert page.evaluate("window.__pwned") is None
+
+
+class EchoAnswerer:
+    """A stand-in answerer (no index, no model): answers "Answer to: <question answered>" from no passages and
+    records the documents it was asked to keep."""
+
+    def __init__(self) -> None:
+        self.kept: list[tuple[str, ...]] = []
+
+    def retrieve(self, question, k, filters=None, keep=()) -> list:  # noqa: ANN001 - the Answerer's signature
+        self.kept.append(tuple(keep))
+        return []
+
+    def answer(self, question, passages, retrieve_ms, on_delta):  # noqa: ANN001, ANN201
+        from citerag.service.answering.types import Answer
+
+        text = f"Answer to: {question}"
+        on_delta(text)
+        return Answer(question, text, False, "", [], [], timings_ms={"total": 1.0})
+
+
+@pytest.fixture(scope="module")
+def echo_server() -> Iterator[tuple[str, EchoAnswerer]]:
+    from tests.service.test_streaming import app_over
+
+    answerer = EchoAnswerer()
+    with serving(app_over(answerer), lifespan="off") as url:
+        yield url, answerer
+
+
+def ask_on_page(page: Page, question: str) -> dict:
+    """Ask ``question`` on the page as it is (no reload); the ``/ask`` request body the page sent."""
+    page.get_by_label("Question").fill(question)
+    with page.expect_request(lambda r: r.url.endswith("/ask")) as request:
+        page.get_by_label("Question").press("Enter")
+    page.wait_for_selector("#app[data-state=done], #app[data-state=error]")
+    assert page.locator("#app").get_attribute("data-state") == "done", page.get_by_role("status").inner_text()
+    return request.value.post_data_json
+
+
+def test_a_follow_up_is_sent_with_the_thread_which_survives_a_reload(page: Page, echo_server) -> None:
+    url, _ = echo_server
+    page.goto(url + "/")
+    first = ask_on_page(page, "What does GP-EquiFlow do?")
+    assert first["history"] == []
+    second = ask_on_page(page, "What does it use to build its priors?")
+    assert second["history"] == [
+        {"role": "user", "content": "What does GP-EquiFlow do?"},
+        {"role": "assistant", "content": "Answer to: What does GP-EquiFlow do?", "doc_ids": []},
+    ]
+    # the answer box shows the latest turn and the standalone question it answered; the thread the earlier one
+    assert page.locator("#asked").inner_text() == ("Q: What does it use to build its priors? (answered as: What does "
+                                                   "GP-EquiFlow use to build its priors?)")
+    assert page.locator("#answer > p").first.inner_text() == "Answer to: What does GP-EquiFlow use to build its priors?"
+    assert page.locator("#thread li p").all_inner_texts() == ["Q: What does GP-EquiFlow do?",
+                                                              "Answer to: What does GP-EquiFlow do?"]
+
+    page.reload()
+    page.wait_for_selector("#app[data-state=done]")
+    assert page.locator("#thread li .question").all_inner_texts() == ["Q: What does GP-EquiFlow do?"]
+    assert page.locator("#asked .question").inner_text() == "Q: What does it use to build its priors?"
+    assert page.get_by_role("status").inner_text() == "Conversation restored (2 turns)."
+    third = ask_on_page(page, "Which systems was it tested on?")
+    assert [m["content"] for m in third["history"] if m["role"] == "user"] == [
+        "What does GP-EquiFlow do?", "What does it use to build its priors?"]
+    assert page.locator("#thread li").count() == 2
+
+    page.get_by_role("button", name="New conversation").click()
+    assert page.locator("#thread li").count() == 0 and page.locator("#answer").inner_text() == ""
+    assert ask_on_page(page, "What does it use?")["history"] == []
+    page.reload()
+    assert page.locator("#thread li").count() == 0
+    assert page.locator("#asked .question").inner_text() == "Q: What does it use?"

@@ -1,0 +1,119 @@
+"""``citerag chat``: a conversation at the terminal over a stand-in answerer (no index, no model), through typer's
+runner and through a real pseudo-terminal (stdlib ``pty``; pexpect is not installed)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import select
+import subprocess
+import sys
+import termios
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from citerag.service.cli import app
+from tests.conftest import ROOT
+from tests.service.test_answering import result
+
+GP = "0e4a7d0dfa0b289b"
+TEXT = "We employ vector-valued Gaussian processes to construct SE(3)-equivariant prior distributions."
+STAND_IN = f'''
+from citerag.service.answering.types import Answer, Citation
+from tests.service.test_answering import result
+
+
+class StandIn:
+    """Cites the GP-EquiFlow sentence when the question answered names GP-EquiFlow; records what it was asked."""
+
+    def __init__(self):
+        self.asked = []
+
+    def ask(self, question, k=8, on_delta=None, filters=None, keep=()):
+        self.asked.append((question, tuple(keep)))
+        passage = result("{GP}", {TEXT!r}, title="GP-EquiFlow")
+        if "GP-EquiFlow" not in question:
+            return Answer(question, "Not found in the indexed abstracts.", True, "no passage", [], [passage])
+        text = "GP-EquiFlow uses vector-valued Gaussian processes [1]."
+        if on_delta:
+            on_delta(text)
+        return Answer(question, text, False, "", [Citation(1, passage, 0, len({TEXT!r}))], [passage],
+                      timings_ms={{"total": 1.0}})
+'''
+
+
+@pytest.fixture()
+def stand_in(monkeypatch):  # noqa: ANN201
+    namespace: dict = {}
+    exec(STAND_IN, namespace)  # noqa: S102 - the same stand-in the pseudo-terminal test runs in its child
+    answerer = namespace["StandIn"]()
+    monkeypatch.setattr("citerag.service.pipeline.open_answerer", lambda settings, searcher: answerer)
+    monkeypatch.setattr("citerag.service.cli._open_searcher", lambda settings: None)
+    return answerer
+
+
+def test_chat_reads_follow_ups_with_the_conversation_and_leaves_at_end_of_input(stand_in, tmp_path) -> None:
+    out = CliRunner().invoke(app, ["chat", "--index-dir", str(tmp_path)],
+                             input="What does GP-EquiFlow do?\n\nWhat does it use to build its priors?\n")
+    assert out.exit_code == 0, out.output
+    assert stand_in.asked == [("What does GP-EquiFlow do?", ()),
+                              ("What does GP-EquiFlow use to build its priors?", (GP,))]
+    assert "answering: What does GP-EquiFlow use to build its priors?" in out.stdout
+    assert out.stdout.count("GP-EquiFlow uses vector-valued Gaussian processes [1].") == 4  # streamed + checked, x2
+    assert out.stdout.count("│ [1] │ GP-EquiFlow") == 2  # the sources table of each turn
+
+
+def test_chat_bad_k_exits_2_before_loading_anything(tmp_path) -> None:
+    out = CliRunner().invoke(app, ["chat", "--k", "0", "--index-dir", str(tmp_path)])
+    assert out.exit_code == 2 and out.stderr.startswith("error: k: ")
+
+
+def test_chat_in_a_pseudo_terminal_two_turns_ctrl_c_then_ctrl_d() -> None:
+    script = STAND_IN + (
+        "\nimport citerag.service.pipeline as pipeline, citerag.service.cli as cli\n"
+        "pipeline.open_answerer = lambda settings, searcher: StandIn()\n"
+        "cli._open_searcher = lambda settings: None\n"
+        "cli.app(['chat'], prog_name='citerag')\n"
+    )
+    master, slave = os.openpty()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path]), "COLUMNS": "200", "TERM": "dumb"}
+    # a session of its own whose controlling terminal is the pty: Ctrl-C there is a SIGINT, as at a real terminal
+    child = subprocess.Popen([sys.executable, "-c", script], stdin=slave, stdout=slave, stderr=slave, env=env,
+                             cwd=ROOT, close_fds=True, start_new_session=True,
+                             preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+    os.close(slave)
+    seen = b""
+
+    def read_until(marker: bytes, timeout: float = 180.0) -> None:  # a busy machine starts slowly
+        nonlocal seen
+        deadline = time.monotonic() + timeout
+        while marker not in seen:
+            assert time.monotonic() < deadline, f"no {marker!r} in {seen.decode(errors='replace')!r}"
+            if select.select([master], [], [], 0.2)[0]:
+                try:
+                    seen += os.read(master, 65536)
+                except OSError:  # the child closed the terminal
+                    break
+
+    try:
+        read_until(b"> ")
+        os.write(master, b"What does GP-EquiFlow do?\n")
+        read_until(b"timings (ms)")
+        seen = seen[seen.index(b"timings (ms)") + 1:]
+        read_until(b"> ")
+        os.write(master, b"What does it use to build its priors?\n")
+        read_until(b"timings (ms)")
+        assert b"answering: What does GP-EquiFlow use to build its priors?" in seen
+        read_until(b"> ")
+        seen = b""
+        os.write(master, b"\x03")  # Ctrl-C at the prompt: a fresh prompt, the chat goes on
+        read_until(b"> ")
+        assert child.poll() is None
+        os.write(master, b"\x04")  # Ctrl-D at the prompt
+        assert child.wait(timeout=30) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+        os.close(master)
