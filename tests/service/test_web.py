@@ -254,3 +254,17 @@ def test_a_follow_up_is_sent_with_the_thread_which_survives_a_reload(page: Page,
     page.reload()
     assert page.locator("#thread li").count() == 0
     assert page.locator("#asked .question").inner_text() == "Q: What does it use?"
+
+
+@pytest.mark.slow
+def test_a_follow_up_on_the_real_service_is_answered_from_the_thread_s_paper(page: Page, live_server: str) -> None:
+    first = ask(page, live_server, "What does GP-EquiFlow do?")
+    assert first["abstained"] is False, first["reason"]
+    paper = {c["doc_id"] for c in first["citations"]}
+    # ask() opens the page again: the thread comes back from the browser's storage and is sent as history
+    second = ask(page, live_server, "What does it use to build its priors?")
+    assert second["question_used"] == "What does GP-EquiFlow use to build its priors?"
+    assert {c["doc_id"] for c in second["citations"]} == paper and "Gaussian process" in second["answer"]
+    page.reload()
+    page.wait_for_selector("#app[data-state=done]")
+    assert page.locator("#thread li .question").all_inner_texts() == ["Q: What does GP-EquiFlow do?"]
