@@ -117,3 +117,13 @@ def test_chat_in_a_pseudo_terminal_two_turns_ctrl_c_then_ctrl_d() -> None:
         if child.poll() is None:
             child.kill()
         os.close(master)
+
+
+@pytest.mark.slow
+def test_chat_over_the_real_index_and_model_answers_a_follow_up(seed_settings) -> None:
+    out = CliRunner().invoke(app, ["chat", "--index-dir", str(seed_settings.index_dir)],
+                             input="What does GP-EquiFlow do?\n\nWhat does it use to build its priors?\n")
+    assert out.exit_code == 0, out.output
+    follow_up = out.stdout.split("answering: What does GP-EquiFlow use to build its priors?", 1)
+    assert len(follow_up) == 2, out.stdout  # the follow-up was answered as the standalone question
+    assert "Gaussian process" in follow_up[1] and "N-body" in follow_up[1]  # GP-EquiFlow's abstract, cited
