@@ -110,10 +110,10 @@ def _count(n: int, noun: str) -> str:
 
 
 def write_summary(report: WriteReport) -> str:
-    """One line saying what a write changed: ``"3 added, 1 replaced, 0 metadata updated, 37 unchanged (14 passages
-    embedded)"`` (the passages part only when some were embedded)."""
+    """One line saying what a write changed: ``"3 added, 1 replaced, 0 metadata updated, 37 unchanged, 2 deleted
+    (14 passages embedded)"`` (the deleted and passages parts only when not zero)."""
     line = (f"{len(report.added)} added, {len(report.replaced)} replaced, {len(report.updated)} metadata updated, "
-            f"{len(report.unchanged)} unchanged")
+            f"{len(report.unchanged)} unchanged" + (f", {len(report.deleted)} deleted" if report.deleted else ""))
     return f"{line} ({_count(report.passages_embedded, 'passage')} embedded)" if report.passages_embedded else line
 
 
@@ -128,7 +128,7 @@ def index_command(
 ) -> None:
     """Build the index from PATHS (default: the shipped ICML 2026 corpus), replacing the live one atomically.
     With --add, only new and changed documents are embedded and the others are kept."""
-    from citerag.service.pipeline import add_sources, build, index_notes
+    from citerag.service.pipeline import add_sources, index_notes, rebuild_sources
 
     if add and not paths:
         _fail("--add needs PATHS: the files or directories to add")
@@ -140,11 +140,8 @@ def index_command(
         report = open_milvus_backend(settings).write(load_documents(paths or settings.corpus))
         console.print(f"milvus: {write_summary(report)}")
         return
-    if add:
-        index, report = add_sources(settings, paths or [])
-        console.print(write_summary(report))
-    else:
-        index = build(settings, paths or settings.corpus)
+    index, report = add_sources(settings, paths or []) if add else rebuild_sources(settings, paths or settings.corpus)
+    console.print(write_summary(report))
     console.print(f"indexed {_count(len(index.documents), 'document')}, {_count(len(index.passages), 'passage')} "
                   f"into {index.path}")
     for note in index_notes(index):

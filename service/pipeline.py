@@ -130,13 +130,26 @@ def build(settings: Settings, paths: list[Path], show_progress: bool = True, add
         add: keep the live documents and add (or replace, by id) those of ``paths`` (:func:`add_sources`). Without
             it the index holds exactly ``paths``' documents.
 
-    Records without text are skipped and listed in the manifest under ``skipped`` (see :func:`index_notes`); when no
-    document is left, or ``paths`` is empty, the new version is an empty index, which is served as such.
+    Records without text are skipped and listed in the source state under ``skipped`` (see :func:`index_notes`);
+    when no document is left, or ``paths`` is empty, the new version is an empty index, which is served as such.
 
     Raises:
         IngestError: a source file is bad (nothing is written; the previous index stays live).
     """
     return _ingest(settings, paths, show_progress, add)[0]
+
+
+def rebuild_sources(
+    settings: Settings, paths: list[Path], show_progress: bool = True
+) -> tuple[LoadedIndex, WriteReport]:
+    """:func:`build` of exactly ``paths`` (what ``citerag index PATHS`` does), with what changed against the live
+    index: documents the files no longer hold are ``deleted``, unchanged ones keep their vectors (with other index
+    settings, or no live index, every document is embedded and reported ``added``).
+
+    Raises:
+        IngestError: a source file is bad (nothing is written; the previous index stays live).
+    """
+    return _ingest(settings, paths, show_progress, add=False)
 
 
 def add_sources(settings: Settings, paths: list[Path], show_progress: bool = True) -> tuple[LoadedIndex, WriteReport]:

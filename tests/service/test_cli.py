@@ -36,8 +36,9 @@ def test_index_of_records_without_text_builds_an_empty_index_and_says_so(tmp_pat
     result = runner.invoke(app, ["index", str(blank), "--index-dir", str(tmp_path / "idx")])
     assert result.exit_code == 0, result.output
     lines = result.stdout.strip().splitlines()
-    assert lines[0].startswith("indexed 0 documents, 0 passages into ")
-    assert lines[1:] == [
+    assert lines[0] == "0 added, 0 replaced, 0 metadata updated, 0 unchanged"
+    assert lines[1].startswith("indexed 0 documents, 0 passages into ")
+    assert lines[2:] == [
         f"skipped 2 records without text: {blank}:1, {blank}:2",
         "the index is empty: /search returns no results and /ask abstains until documents are indexed",
     ]
@@ -141,3 +142,18 @@ def test_a_deeply_nested_filter_exits_2_with_one_line(tmp_path) -> None:
     assert result.exit_code == 2
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "filters" in lines[0]
+
+
+@pytest.mark.slow
+def test_index_rebuild_says_what_it_changed_against_the_live_index(tmp_path) -> None:
+    source = tmp_path / "a.jsonl"
+    source.write_text('{"id": "a", "text": "Aardvarkdb stores tensors."}\n{"id": "b", "text": "Badgernet routes packets."}\n')
+    index_dir = ["--index-dir", str(tmp_path / "idx")]
+    first = runner.invoke(app, ["index", str(source), *index_dir])
+    assert first.stdout.splitlines()[0] == "2 added, 0 replaced, 0 metadata updated, 0 unchanged (2 passages embedded)"
+    source.write_text('{"id": "a", "text": "Aardvarkdb stores tensors."}\n{"id": "c", "text": "Catbus caches."}\n')
+    again = runner.invoke(app, ["index", str(source), *index_dir])
+    assert again.exit_code == 0, again.output
+    lines = again.stdout.strip().splitlines()
+    assert lines[0] == "1 added, 0 replaced, 0 metadata updated, 1 unchanged, 1 deleted (1 passage embedded)"
+    assert lines[1].startswith("indexed 2 documents, 2 passages into ")
