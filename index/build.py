@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,6 +140,10 @@ class WriteOptions:
     log_write: bool = True
     logged_as: int | None = None
 
+    def bars(self) -> AbstractContextManager[Progress]:
+        """The progress display to draw in: :attr:`progress` when given (left running), else a new one."""
+        return nullcontext(self.progress) if self.progress is not None else build_progress(self.show_progress)
+
 
 def write_index(
     store: IndexStore,
@@ -211,16 +215,13 @@ def write_index(
             if sources is not None:
                 SourceStates(store.root).put(live.path, sources)
             return live.path, plan.report(0, live.path.name)
-        args = (store, embedder, config, live, plan, sources, options)
-        held = live.wal_seq if live is not None else 0
-        if options.logged_as is not None or not options.log_write:
-            return _apply(*args, seq=held if options.logged_as is None else options.logged_as)
-        if replace:
-            with _logged_reset(store, held, reset_sources or []) as (seq, log_reset):
-                return _apply(*args, seq=seq, before_current=log_reset)
-        logged = list(plan.changed.values()) + list(plan.updated.values())
-        with store.log.pending("write", after=held, documents=logged, doc_ids=plan.deleted) as seq:
-            return _apply(*args, seq=seq)
+        entry = None if replace else {"documents": [*plan.changed.values(), *plan.updated.values()],
+                                      "doc_ids": plan.deleted}
+        return _logged(
+            store, live, options, reset_sources, entry,
+            lambda seq, before_current: _apply(store, embedder, config, live, plan, sources, options, seq,
+                                               before_current),
+        )
 
 
 def build_index(
@@ -238,6 +239,28 @@ def build_index(
     documents, not from files). Returns the new version directory."""
     options = WriteOptions(dense_kind=dense_kind, show_progress=show_progress, progress=progress, log_write=False)
     return write_index(store, embedder, chunker, config, documents, replace=True, sources=sources, options=options)[0]
+
+
+def _logged(
+    store: IndexStore,
+    live: LoadedIndex | None,
+    options: WriteOptions,
+    reset_sources: Sequence[str] | None,
+    entry: dict[str, list] | None,
+    commit: Callable[[int, Callable[[], None] | None], tuple[Path, WriteReport]],
+) -> tuple[Path, WriteReport]:
+    """Run ``commit(seq, before_current)`` under the log entry the write needs: the replayed entry
+    (``options.logged_as``), none (``options.log_write`` off: the live version's number), a ``write`` entry of
+    ``entry`` (its documents and deleted ids, appended before anything is embedded), or, for ``entry=None``, a
+    ``reset`` of ``reset_sources`` appended just before ``CURRENT`` moves."""
+    held = live.wal_seq if live is not None else 0
+    if options.logged_as is not None or not options.log_write:
+        return commit(held if options.logged_as is None else options.logged_as, None)
+    if entry is None:
+        with _logged_reset(store, held, reset_sources or []) as (seq, log_reset):
+            return commit(seq, log_reset)
+    with store.log.pending("write", after=held, **entry) as seq:
+        return commit(seq, None)
 
 
 @contextmanager
@@ -274,7 +297,7 @@ def _full_build(
 ) -> tuple[Path, WriteReport]:
     """Chunk, tokenise, embed and index every document (the part of :func:`write_index` for a new index or new
     settings); called under the write lock."""
-    with nullcontext(options.progress) if options.progress is not None else build_progress(options.show_progress) as bars:
+    with options.bars() as bars:
         task = bars.add_task("chunking", total=len(documents), unit="documents")
 
         def chunk(doc: Document) -> list[Passage]:
@@ -285,18 +308,14 @@ def _full_build(
         passages = plan.new_passages
         log.info("embedding %d passages of %d documents with %s", len(passages), len(plan.changed), embedder.name)
         vectors = embed_passages(embedder, passage_texts(passages, plan.changed), [p.n_tokens for p in passages], bars)
-    held = live.wal_seq if live is not None else 0
     documents = list(plan.changed.values())
 
-    def commit(seq: int, before_current: Callable[[], None] | None = None) -> tuple[Path, WriteReport]:
+    def commit(seq: int, before_current: Callable[[], None] | None) -> tuple[Path, WriteReport]:
         path = write_version(store, config, documents, passages, vectors, {"wal_seq": seq}, options.dense_kind,
                              before_current=before_current, sources=sources)
         return path, plan.report(len(passages), path.name)
 
-    if options.logged_as is not None or not options.log_write:
-        return commit(held if options.logged_as is None else options.logged_as)
-    with _logged_reset(store, held, reset_sources or []) as (seq, log_reset):
-        return commit(seq, log_reset)
+    return _logged(store, live, options, reset_sources, None, commit)
 
 
 def _apply(
@@ -321,7 +340,7 @@ def _apply(
     new_passages = plan.new_passages
     new_texts = passage_texts(new_passages, plan.changed)
     length = dict(zip(new_texts, (p.n_tokens for p in new_passages), strict=True))
-    with nullcontext(options.progress) if options.progress is not None else build_progress(options.show_progress) as bars:
+    with options.bars() as bars:
         new_vectors, embedded = vectors_for(
             new_texts, _stored_vectors(live, [doc_id for doc_id in plan.changed if doc_id in old_docs]),
             lambda missing: embed_passages(embedder, missing, [length[t] for t in missing], bars), embedder.dim,
