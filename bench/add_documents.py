@@ -12,10 +12,10 @@ cache is off in both rows). Rows:
 - ``citerag index --add``: the command a user runs, as a subprocess, wall time from start to exit (Python start-up,
   imports, model load, reading the live version, embedding the new passages, rebuilding BM25 over every passage,
   adding to FAISS, writing and verifying the new version);
-- ``build(add=True)`` in process: :func:`citerag.service.pipeline.build` with the encoder already loaded: what a running
+- ``add_sources`` in process: :func:`citerag.service.pipeline.add_sources` with the encoder already loaded: what a running
   service pays for ``POST /documents`` of the same abstracts.
 
-The full rebuild it replaces is quoted from the same run's encoder: the index's passages at the ``build(add=True)``
+The full rebuild it replaces is quoted from the same run's encoder: the index's passages at the ``add_sources``
 row's embedding rate (embedding dominates a rebuild; ``bench/build_throughput.py`` measures a whole build).
 """
 
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from citerag.index.store import IndexStore
-    from citerag.service.pipeline import build
+    from citerag.service.pipeline import add_sources
     from citerag.service.settings import Settings
 
     indexes = BenchIndexes()
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings(index_dir=service_copy, embedding_cache=False)
         embedder = indexes.embedder  # loaded once, as in a running service
         started = time.perf_counter()
-        build(settings, [new], show_progress=False, add=True)
+        add_sources(settings, [new], show_progress=False)
         build_s = time.perf_counter() - started
         started = time.perf_counter()
         embedder.encode([p.text for p in after.passages[-added:]])  # the same passages, encoder alone

@@ -123,12 +123,9 @@ def make_chunker(settings: Settings, embedder: ModelEmbedder) -> Chunker:
     return Chunker(embedder.tokenizer, embedder.max_seq_length, settings.chunk_tokens, settings.chunk_overlap)
 
 
-def build(settings: Settings, paths: list[Path], show_progress: bool = True, add: bool = False) -> LoadedIndex:
-    """Ingest ``paths`` and write a new live index version under ``settings.index_dir``.
-
-    Args:
-        add: keep the live documents and add (or replace, by id) those of ``paths`` (:func:`add_sources`). Without
-            it the index holds exactly ``paths``' documents.
+def build(settings: Settings, paths: list[Path], show_progress: bool = True) -> LoadedIndex:
+    """Ingest ``paths`` and write a new live index version under ``settings.index_dir`` holding exactly their
+    documents (:func:`rebuild_sources`, without its report; :func:`add_sources` keeps the live documents).
 
     Records without text are skipped and listed in the source state under ``skipped`` (see :func:`index_notes`);
     when no document is left, or ``paths`` is empty, the new version is an empty index, which is served as such.
@@ -136,14 +133,14 @@ def build(settings: Settings, paths: list[Path], show_progress: bool = True, add
     Raises:
         IngestError: a source file is bad (nothing is written; the previous index stays live).
     """
-    return _ingest(settings, paths, show_progress, add)[0]
+    return rebuild_sources(settings, paths, show_progress)[0]
 
 
 def rebuild_sources(
     settings: Settings, paths: list[Path], show_progress: bool = True
 ) -> tuple[LoadedIndex, WriteReport]:
-    """:func:`build` of exactly ``paths`` (what ``citerag index PATHS`` does), with what changed against the live
-    index: documents the files no longer hold are ``deleted``, unchanged ones keep their vectors (with other index
+    """Index exactly the documents of ``paths`` (what ``citerag index PATHS`` does) and report what changed against
+    the live index: documents the files no longer hold are ``deleted``, unchanged ones keep their vectors (with other index
     settings, or no live index, every document is embedded and reported ``added``).
 
     Raises:
@@ -170,7 +167,8 @@ def add_sources(settings: Settings, paths: list[Path], show_progress: bool = Tru
 def _ingest(
     settings: Settings, paths: list[Path], show_progress: bool, add: bool, logged_as: int | None = None
 ) -> tuple[LoadedIndex, WriteReport]:
-    """:func:`build` (``add=False``) or :func:`add_sources` (``add=True``); ``logged_as``: a replayed reset."""
+    """:func:`rebuild_sources` (``add=False``) or :func:`add_sources` (``add=True``); ``logged_as``: a replayed
+    reset."""
     store = IndexStore(settings.index_dir)
     store.ensure_writable()
     with build_progress(show_progress) as progress:

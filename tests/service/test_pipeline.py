@@ -81,14 +81,14 @@ def _jsonl(path: Path, records: list[tuple[str, str]]) -> Path:
 
 def test_a_touched_or_edited_source_keeps_api_writes_and_later_adds(settings_factory, tmp_path: Path) -> None:
     from citerag.index.ingest import make_document
-    from citerag.service.pipeline import build, open_backend
+    from citerag.service.pipeline import add_sources, open_backend
 
     a = _jsonl(tmp_path / "a.jsonl", [("X", "Xylofoam v1 compresses caches."), ("Z", "Zebrawire routes packets."),
                                       ("W", "Wombatnet prunes graphs.")])
     settings = settings_factory(corpus=[a])
     ensure_index(settings, show_progress=False)
     b = _jsonl(tmp_path / "b.jsonl", [("X", "Xylofoam v2 compresses caches twice as well.")])
-    build(settings, [b], show_progress=False, add=True)  # a documented replacement by a later source
+    add_sources(settings, [b], show_progress=False)  # a documented replacement by a later source
     backend = open_backend(settings, ensure_index(settings, show_progress=False))
     backend.write([make_document("Zebrawire, as revised through the API, routes flows.", "", "Z")])
     backend.delete(["W"])
@@ -170,7 +170,7 @@ def test_an_empty_index_is_built_once_and_reused(settings_factory, tmp_path: Pat
 
 def test_adds_record_sources_without_hiding_other_pending_edits(settings_factory, tmp_path: Path) -> None:
     from citerag.index.ingest import make_document
-    from citerag.service.pipeline import build, open_backend
+    from citerag.service.pipeline import add_sources, open_backend
 
     (tmp_path / "s").mkdir()
     a = _jsonl(tmp_path / "s" / "a.jsonl", [("X", "Xenopus text one."), ("P", "Pangolin prunes.")])
@@ -178,20 +178,20 @@ def test_adds_record_sources_without_hiding_other_pending_edits(settings_factory
     ensure_index(settings, show_progress=False)
     # an edit of a, then an --add of another file before any restart: the edit stays pending, then applies
     _jsonl(a, [("X", "Xenopus text one, edited."), ("P", "Pangolin prunes.")])
-    build(settings, [_jsonl(tmp_path / "q.jsonl", [("Q", "Quagga queues.")])], show_progress=False, add=True)
+    add_sources(settings, [_jsonl(tmp_path / "q.jsonl", [("Q", "Quagga queues.")])], show_progress=False)
     assert "edited" in ensure_index(settings, show_progress=False).documents["X"].text
 
     # a record a later source overrides stays recorded for its own source: touches never flip it back
     b = _jsonl(tmp_path / "b.jsonl", [("X", "Xenopus text two.")])
-    build(settings, [b], show_progress=False, add=True)
+    add_sources(settings, [b], show_progress=False)
     _jsonl(b, [("Z", "Zorilla zips.")])
-    build(settings, [b], show_progress=False, add=True)  # b no longer holds X; X keeps b's text (adds never remove)
+    add_sources(settings, [b], show_progress=False)  # b no longer holds X; X keeps b's text (adds never remove)
     os.utime(a, ns=(a.stat().st_atime_ns, a.stat().st_mtime_ns + 10**9))
     assert "two" in ensure_index(settings, show_progress=False).documents["X"].text
 
     # an --add that changes no document still records its source, which is then followed
     copy = _jsonl(tmp_path / "copy.jsonl", [("Q", "Quagga queues.")])
-    added = build(settings, [copy], show_progress=False, add=True)
+    added, _ = add_sources(settings, [copy], show_progress=False)
     assert state(added)["sources"][-1] == str(copy.resolve())
     _jsonl(copy, [("Q", "Quagga queues, edited.")])
     assert "edited" in ensure_index(settings, show_progress=False).documents["Q"].text
