@@ -70,9 +70,14 @@ class SourceStates:
     def of(self, version: Path | None) -> SourceState:
         """The state of the version directory ``version`` (``{}`` for ``None``): its entry in the file, else the
         source keys of its manifest (an index written before the file existed), else ``{}``."""
+        return self._state_in(self._read(), version)
+
+    @staticmethod
+    def _state_in(states: dict[str, SourceState], version: Path | None) -> SourceState:
+        """:meth:`of`, over the file's entries already read."""
         if version is None:
             return {}
-        state = self._read().get(version.name)
+        state = states.get(version.name)
         if isinstance(state, dict):
             return state
         try:
@@ -81,19 +86,22 @@ class SourceStates:
             return {}
         return {key: manifest[key] for key in LEGACY_KEYS if isinstance(manifest, dict) and key in manifest}
 
-    def put(self, version: Path, state: SourceState) -> None:
-        """Record ``state`` as the state of the version directory ``version``; entries of versions no longer on
-        disk (pruned; kept if moved to ``versions/damaged/``) are dropped.
+    def put(self, version: Path, state: SourceState | None, inherit: Path | None = None) -> None:
+        """Record ``state`` as the state of the version directory ``version`` (``None``: the state of ``inherit``,
+        as :meth:`of` gives it; the file is read once); entries of versions no longer on disk (pruned; kept if
+        moved to ``versions/damaged/``) are dropped.
 
         Raises:
             OSError: the file cannot be written.
         """
+        current = self._read()
+        new = dict(state) if state is not None else dict(self._state_in(current, inherit))
         versions = version.parent
         states = {
-            name: value for name, value in self._read().items()
+            name: value for name, value in current.items()
             if (versions / name).is_dir() or (versions / "damaged" / name).is_dir()
         }
-        states[version.name] = dict(state)
+        states[version.name] = new
         atomic_write_text(self.path, json.dumps(states, ensure_ascii=False, indent=1) + "\n")
 
 

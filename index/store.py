@@ -227,8 +227,7 @@ class IndexStore:
             _fsync_tree(tmp)
             final = self.versions / name
             os.replace(tmp, final)
-            states = SourceStates(self.root)
-            states.put(final, sources if sources is not None else states.of(self.live_or_none()))
+            SourceStates(self.root).put(final, sources, inherit=self.live_or_none())
             if before_current is not None:
                 before_current()
             faults.point("before-current")
