@@ -148,16 +148,16 @@ class AnswererLoader:
 @dataclass(slots=True)
 class Service:
     """What the handlers share: the retrieval backend, the answerer (loading in the background), the admission
-    gate, the write guard and the app's metrics."""
+    gate, the write guard, the app's metrics, and the settings the routes apply (``ask_k``, the history bounds)."""
 
     backend: SearchBackend
     loader: AnswererLoader
     gate: AdmissionGate
     writes: WriteGuard
     metrics: Metrics
-    default_k: int = 5
-    history_max_turns: int = 20
-    history_max_chars: int = 16_000
+    default_k: int
+    history_max_turns: int
+    history_max_chars: int
 
     @property
     def answerer(self) -> Answerer:

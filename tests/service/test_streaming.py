@@ -48,9 +48,11 @@ def app_over(answerer: object):  # noqa: ANN201
     from citerag.service.api import create_app
     from citerag.service.settings import Settings
 
-    app = create_app(Settings())
+    settings = Settings()
+    app = create_app(settings)
     app.state.service = Service(
-        None, AnswererLoader(lambda: answerer), AdmissionGate(2), WriteGuard(None, "127.0.0.1"), app.state.metrics, 5
+        None, AnswererLoader(lambda: answerer), AdmissionGate(2), WriteGuard(None, "127.0.0.1"), app.state.metrics, 5,
+        settings.history_max_turns, settings.history_max_chars,
     )
     return app
 
