@@ -27,6 +27,7 @@ from citerag.index.embed import Embedder
 from citerag.index.progress import build_progress
 from citerag.index.sources import LEGACY_KEYS, SourceState, SourceStates
 from citerag.index.store import IndexConfig, IndexStore, LoadedIndex, load_version
+from citerag.index.tables import PassageTable
 from citerag.index.tokenize import tokenize_many
 from citerag.index.types import DenseSetting, Document, Passage
 from citerag.index.writes import WritePlan, WriteReport, classify, vectors_for
@@ -86,7 +87,7 @@ def write_version(
     store: IndexStore,
     config: IndexConfig,
     documents: list[Document],
-    passages: list[Passage],
+    passages: list[Passage] | PassageTable,
     vectors: np.ndarray,
     extra_manifest: dict[str, object] | None = None,
     dense_kind: DenseSetting = "auto",
@@ -115,7 +116,7 @@ def write_version(
     if dense is None:
         dense = DenseIndex(config.embedding_dim, choose_kind(len(passages), dense_kind, hnsw_threshold))
         dense.add(vectors)
-    with_text = {p.doc_id for p in passages}
+    with_text = set(passages.doc_ids()) if isinstance(passages, PassageTable) else {p.doc_id for p in passages}
     kept = [doc for doc in documents if doc.doc_id in with_text]
     return store.write(config, kept, passages, bm25, dense, extra=extra_manifest, before_current=before_current,
                        sources=sources)
@@ -334,7 +335,8 @@ def _apply(
 
     old_docs = live.documents if live is not None else {}
     gone = set(plan.deleted) | set(plan.changed)
-    kept_rows = [row for row, p in enumerate(live.passages) if p.doc_id not in gone] if live is not None else []
+    kept_rows = (np.setdiff1d(np.arange(len(live.passages)), live.rows_of(gone), assume_unique=True)
+                 if live is not None else np.zeros(0, dtype=np.int64))
     documents = [plan.updated.get(doc_id, doc) for doc_id, doc in old_docs.items() if doc_id not in gone]
     documents += plan.changed.values()
     new_passages = plan.new_passages
@@ -345,7 +347,10 @@ def _apply(
             new_texts, _stored_vectors(live, [doc_id for doc_id in plan.changed if doc_id in old_docs]),
             lambda missing: embed_passages(embedder, missing, [length[t] for t in missing], bars), embedder.dim,
         )
-    passages = ([live.passages[row] for row in kept_rows] if live is not None else []) + new_passages
+    passages: list[Passage] | PassageTable = new_passages
+    if live is not None:  # the kept rows stay Arrow rows (no Passage objects); doc rows are renumbered on write
+        passages = PassageTable.assemble([live.passages.take(kept_rows), new_passages],
+                                         {doc.doc_id: row for row, doc in enumerate(documents)})
     # Unchanged passages keep their BM25 tokens and vectors; when nothing was removed, the live FAISS index (same
     # kind) is copied and the new vectors inserted instead of indexing every vector again.
     tokens = dense = None
@@ -356,7 +361,7 @@ def _apply(
         if len(kept_rows) == len(live.passages) and live.dense.kind == choose_kind(len(passages), dense_kind):
             dense = live.dense.extended(new_vectors)
         else:
-            vectors = np.concatenate([live.dense.vectors(np.asarray(kept_rows, dtype=np.int64)), new_vectors])
+            vectors = np.concatenate([live.dense.vectors(kept_rows), new_vectors])
     extra = {key: value for key, value in (live.manifest if live else {}).items() if key not in _MANIFEST_KEYS}
     extra["wal_seq"] = seq
     path = write_version(store, config, documents, passages, vectors, extra, dense_kind, tokens=tokens, dense=dense,
@@ -373,10 +378,9 @@ def _stored_vectors(live: LoadedIndex | None, doc_ids: list[str]) -> dict[str, n
     """The live vectors of the passages of ``doc_ids`` (documents being re-chunked), by the text they embed."""
     if live is None or not doc_ids:
         return {}
-    wanted = set(doc_ids)
-    rows = [row for row, p in enumerate(live.passages) if p.doc_id in wanted]
-    vectors = live.dense.vectors(np.asarray(rows, dtype=np.int64))
-    texts = passage_texts([live.passages[row] for row in rows], live.documents)
+    rows = live.rows_of(doc_ids)
+    vectors = live.dense.vectors(rows)
+    texts = passage_texts([live.passages[int(row)] for row in rows], live.documents)
     return dict(zip(texts, vectors, strict=True))
 
 

@@ -3,23 +3,36 @@
 Readers never lock: each search reads one immutable ``(index, retriever)`` snapshot, and a write swaps in a new
 snapshot only after the new version is committed and verified, so a search sees the corpus before or after a write,
 never a mix. Writes are serialised by a lock (one writer at a time per process).
+
+A version is opened with the fast check (each file's size and mtime as written, :mod:`citerag.index.store`);
+:meth:`EmbeddedBackend.verify_in_background` then hashes every file in full. A version that fails is refused at
+once (searches raise :class:`~citerag.index.errors.IndexMismatch`, HTTP 503) and replaced by the recovered one.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
 
 from citerag.index.backend import BackendBase, WriteReport, check_page
 from citerag.index.build import WriteOptions, write_index
 from citerag.index.chunking import Chunker
 from citerag.index.embed import Embedder
+from citerag.index.errors import IndexMismatch
 from citerag.index.filters import Filters
 from citerag.index.retrieve import Retriever
 from citerag.index.search import SearchResult
-from citerag.index.store import IndexConfig, IndexStore, LoadedIndex
+from citerag.index.store import IndexConfig, IndexStore, LoadedIndex, verify_files
 from citerag.index.types import Document, FusionMethod, Passage, RetrievalMode
+
+log = logging.getLogger(__name__)
+
+#: Where the full check of the live version stands: not started, running, passed, or failed (the version refused).
+Verification = Literal["pending", "verifying", "verified", "failed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +76,9 @@ class EmbeddedBackend(BackendBase):
         self.dense_kind = dense_kind
         self._write_lock = threading.Lock()
         self.snapshot = Snapshot(index, open_retriever(index))
+        self.verification: Verification = "pending"
+        self.refused: str | None = None
+        """Why the live version is refused (it failed the full check), until a recovered one replaces it."""
 
     @property
     def index(self) -> LoadedIndex:
@@ -83,8 +99,44 @@ class EmbeddedBackend(BackendBase):
         fusion: FusionMethod | None = None,
         filters: Filters | None = None,
     ) -> list[SearchResult]:
-        """See :meth:`citerag.index.retrieve.Retriever.search`."""
+        """See :meth:`citerag.index.retrieve.Retriever.search`.
+
+        Raises:
+            IndexMismatch: the live version failed its full check and is being replaced.
+        """
+        if self.refused is not None:
+            raise IndexMismatch(self.refused)
         return self.snapshot.retriever.search(query, k, mode, one_per_doc, fusion, filters)
+
+    def verify_in_background(self, recover: Callable[[Path, str], LoadedIndex]) -> threading.Thread:
+        """Hash every file of the live version in a background thread (:func:`~citerag.index.store.verify_files`,
+        a few seconds a gigabyte; hashlib releases the GIL, so searches go on). On a mismatch the version is refused
+        at once and ``recover(path, reason)`` (which moves it aside and recovers from the newest verified version
+        and the write log) gives the version served next, itself checked in full. Returns the started thread."""
+        thread = threading.Thread(target=self._verify, args=(recover,), name="citerag-verify", daemon=True)
+        thread.start()
+        return thread
+
+    def _verify(self, recover: Callable[[Path, str], LoadedIndex]) -> None:
+        self.verification = "verifying"
+        index = self.snapshot.index
+        try:
+            verify_files(index.path, index.manifest, full=True)
+        except IndexMismatch as exc:
+            self.verification = "failed"
+            self.refused = f"index version {index.path.name} failed its full check and is refused: {exc}"
+            log.error("%s", self.refused)
+            with self._write_lock:
+                try:  # recover() hashes every remaining version in full before serving it
+                    recovered = recover(index.path, str(exc))
+                except Exception as failure:  # noqa: BLE001 - kept as the refusal's message
+                    self.refused += f"; recovery failed: {failure}"
+                    log.error("recovery after the failed check failed: %s", failure)
+                    return
+                self.snapshot = Snapshot(recovered, self._open_retriever(recovered))
+                self.refused = None
+            log.warning("serving the recovered index version %s", recovered.path.name)
+        self.verification = "verified"
 
     def write(
         self, upserts: Sequence[Document] = (), deletes: Sequence[str] = (), *, show_progress: bool = False
@@ -95,8 +147,12 @@ class EmbeddedBackend(BackendBase):
         Raises:
             IngestError: a malformed document (nothing is written).
             DocumentNotFound: a deleted id is not indexed (nothing is written).
+            IndexMismatch: the live version failed its full check (nothing is written over it; retry once the
+                recovered version is served).
         """
         with self._write_lock:
+            if self.refused is not None:
+                raise IndexMismatch(self.refused)
             options = WriteOptions(dense_kind=self.dense_kind, show_progress=show_progress)
             path, report = write_index(
                 self.store, self.embedder, self.chunker, self.config, upserts, deletes, options=options
@@ -121,16 +177,15 @@ class EmbeddedBackend(BackendBase):
             ValueError: ``offset < 0`` or ``limit < 0``.
         """
         check_page(offset, limit)
-        docs = self.snapshot.index.documents
-        return [docs[doc_id] for doc_id in list(docs)[offset : offset + limit]]
+        return self.snapshot.index.documents.values_in_order(offset, limit)
 
     def passages_of(self, doc_id: str) -> list[Passage]:
         """The passages of one document in order (``[]`` for an unknown id)."""
         return self.snapshot.index.passages_of(doc_id)
 
     def stats(self) -> dict[str, int | str]:
-        """``documents``, ``passages``, ``version`` (the live version directory), ``dense_index`` kind and
-        ``fusion`` (the hybrid default)."""
+        """``documents``, ``passages``, ``version`` (the live version directory), ``dense_index`` kind, ``fusion``
+        (the hybrid default) and ``verification`` (the full check of the live version, :data:`Verification`)."""
         index, retriever = self.snapshot.index, self.snapshot.retriever
         return {
             "documents": len(index.documents),
@@ -138,4 +193,5 @@ class EmbeddedBackend(BackendBase):
             "version": index.path.name,
             "dense_index": index.dense.kind,
             "fusion": retriever.fusion,
+            "verification": self.verification,
         }

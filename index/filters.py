@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from citerag.index.types import Document, Passage
+from citerag.index.tables import DocumentTable, PassageTable
+from citerag.index.types import Document
 
 Filters = Mapping[str, Any]
 _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
@@ -46,7 +47,17 @@ def fold_value(value: Any) -> Any:
 
 
 def compile_filters(filters: Filters) -> Callable[[Document], bool]:
-    """A predicate for ``filters``.
+    """A predicate on documents for ``filters`` (:func:`compile_conditions` applied to a document's id and metadata).
+
+    Raises:
+        ValueError: as :func:`compile_conditions`.
+    """
+    matches = compile_conditions(filters)
+    return lambda doc: matches(doc.doc_id, doc.meta)
+
+
+def compile_conditions(filters: Filters) -> Callable[[str, Mapping[str, Any]], bool]:
+    """A predicate ``(doc_id, meta) -> bool`` for ``filters`` (no document text is needed to filter).
 
     Raises:
         ValueError: ``filters`` is not an object, an operator is unknown, ``in``/``nin`` is not given a list, or a
@@ -71,9 +82,9 @@ def compile_filters(filters: Filters) -> Callable[[Document], bool]:
                 )
             checks.append((field, op, fold_value(target)))
 
-    def matches(doc: Document) -> bool:
+    def matches(doc_id: str, meta: Mapping[str, Any]) -> bool:
         for field, op, target in checks:
-            value = doc.doc_id if field == "doc_id" else doc.meta.get(field)
+            value = doc_id if field == "doc_id" else meta.get(field)
             if value is None:
                 return False
             try:
@@ -91,8 +102,16 @@ def filter_key(filters: Filters | None) -> str:
     return json.dumps(filters, sort_keys=True, default=str) if filters else ""
 
 
-def passage_mask(filters: Filters, documents: Mapping[str, Document], passages: list[Passage]) -> np.ndarray:
-    """Boolean array of shape ``(len(passages),)``: True where the passage's document matches ``filters``."""
-    matches = compile_filters(filters)
-    allowed_docs = {doc_id for doc_id, doc in documents.items() if matches(doc)}
-    return np.fromiter((p.doc_id in allowed_docs for p in passages), dtype=bool, count=len(passages))
+def passage_mask(filters: Filters, documents: DocumentTable, passages: PassageTable) -> np.ndarray:
+    """Boolean array of shape ``(len(passages),)``: True where the passage's document matches ``filters`` (each
+    document's id and metadata read once; no text is decoded).
+
+    Raises:
+        ValueError: malformed filters.
+    """
+    matches = compile_conditions(filters)
+    allowed = np.fromiter(
+        (matches(documents.doc_id_at(row), documents.meta_at(row)) for row in range(len(documents))),
+        dtype=bool, count=len(documents),
+    )
+    return allowed[passages.doc_rows]

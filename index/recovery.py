@@ -20,7 +20,7 @@ from citerag.index.chunking import Chunker
 from citerag.index.embed import Embedder
 from citerag.index.errors import CiteragError, IndexMismatch, IndexNotFound
 from citerag.index.sources import SourceStates
-from citerag.index.store import DAMAGED, IndexStore, LoadedIndex, load_version
+from citerag.index.store import DAMAGED, IndexStore, LoadedIndex, Verify, load_version
 from citerag.index.types import DenseSetting, Document
 from citerag.index.wal import LogEntry, WriteLogDamaged
 
@@ -99,9 +99,11 @@ def fold(entries: list[LogEntry]) -> list[ReplayStep]:
     return steps
 
 
-def recover(store: IndexStore, mmap: bool = True) -> Recovery:
+def recover(store: IndexStore, mmap: bool = True, verify: Verify = "stat") -> Recovery:
     """Verify, quarantine, choose the base and list what to replay (module docstring). Call under
     :meth:`~citerag.index.store.IndexStore.writing`; returns ``Recovery(index=None)`` with no steps for an empty directory.
+    ``verify``: how each version's files are checked (:mod:`citerag.index.store`; ``"full"`` after a live version
+    failed its full check, so its predecessor is not trusted on its sizes and mtimes alone).
 
     Raises:
         IndexUnrecoverable: the log is damaged, or a needed part of it was cut; the message says how to recover.
@@ -112,7 +114,7 @@ def recover(store: IndexStore, mmap: bool = True) -> Recovery:
     pointer = store.live_or_none()
     for path in store.version_dirs():  # newest first; one newer than CURRENT (a crash before CURRENT moved) is
         try:                           # complete and holds writes up to its own wal_seq, like any other
-            index = load_version(path, mmap=mmap)
+            index = load_version(path, mmap=mmap, verify=verify)
             break
         except OSError as exc:  # EACCES, EMFILE, EIO: the machine's trouble, not the version's; never set it aside
             raise IndexUnrecoverable(f"{path}: cannot be read ({exc}); fix the cause and start again") from exc
@@ -176,9 +178,11 @@ def replay(
     return store.load() if recovery.steps else recovery.index
 
 
-def health(store: IndexStore) -> str:
+def health(store: IndexStore, verify: Verify = "stat") -> str:
     """A read-only check of what a start would do (for ``citerag doctor``): each version verified or not, the log's
-    state, the versions set aside. Returns one line.
+    state, the versions set aside. Returns one line. ``verify="full"`` hashes every file of every version
+    (``citerag doctor --verify``), as the service's background check does, instead of trusting unchanged sizes and
+    mtimes.
 
     Raises:
         IndexMismatch: a version fails verification; the message says what the next start will do.
@@ -193,7 +197,7 @@ def health(store: IndexStore) -> str:
     verified, failed = [], []
     for path in store.version_dirs():
         try:
-            verified.append(load_version(path))
+            verified.append(load_version(path, verify=verify))
         except Exception as exc:  # noqa: BLE001 - reported
             failed.append(f"{path.name}: {str(exc).splitlines()[0]}")
     if failed:

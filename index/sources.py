@@ -9,7 +9,9 @@ replaced or deleted through the API stays so while its record in the files is as
 
 That state (a :data:`SourceState`: ``sources``, ``source_signatures``, ``source_records``, ``skipped``) is kept per
 index version in its own file, ``<index_dir>/sources.json`` (:class:`SourceStates`), written atomically: a version
-directory is never rewritten once committed. A new version gets its state just before it becomes live (the state
+directory is never rewritten once committed. The record tables, the large part (about 40 bytes a document), are
+stored once per distinct table under ``<index_dir>/sources/<sha256>.json`` and named by digest in ``sources.json``,
+so versions that share one share the file, and a start whose sources did not change reads none of them. A new version gets its state just before it becomes live (the state
 the writer gives, else the live version's), so a version recovered after a crash comes with the state that matches
 its documents. Indexes written before the file existed keep their state in their manifest, read as a fallback.
 """
@@ -53,9 +55,12 @@ class SourceStates:
     """
 
     FILE = "sources.json"
+    RECORDS = "sources"
+    _DIGEST = "source_records_digest"
 
     def __init__(self, root: Path) -> None:
         self.path = Path(root) / self.FILE
+        self.records_dir = Path(root) / self.RECORDS
 
     def _read(self) -> dict[str, SourceState]:
         try:
@@ -67,10 +72,23 @@ class SourceStates:
             return {}
         return states if isinstance(states, dict) else {}
 
-    def of(self, version: Path | None) -> SourceState:
+    def of(self, version: Path | None, records: bool = True) -> SourceState:
         """The state of the version directory ``version`` (``{}`` for ``None``): its entry in the file, else the
-        source keys of its manifest (an index written before the file existed), else ``{}``."""
-        return self._state_in(self._read(), version)
+        source keys of its manifest (an index written before the file existed), else ``{}``. Without ``records``
+        the state lacks ``source_records`` (enough for :func:`sources_unchanged`; no record table is read).
+
+        A record table that cannot be read counts as none (the state only saves work: the sources are re-read, and
+        every record counts as new)."""
+        state = dict(self._state_in(self._read(), version))
+        digest = state.pop(self._DIGEST, None)
+        if not records:
+            state.pop("source_records", None)
+        elif digest is not None:
+            try:
+                state["source_records"] = json.loads((self.records_dir / f"{digest}.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                log.warning("source record table %s unreadable (%s); every record counts as new", digest, exc)
+        return state
 
     @staticmethod
     def _state_in(states: dict[str, SourceState], version: Path | None) -> SourceState:
@@ -96,6 +114,8 @@ class SourceStates:
         """
         current = self._read()
         new = dict(state) if state is not None else dict(self._state_in(current, inherit))
+        if "source_records" in new:
+            new[self._DIGEST] = self._store_records(new.pop("source_records"))
         versions = version.parent
         states = {
             name: value for name, value in current.items()
@@ -103,6 +123,19 @@ class SourceStates:
         }
         states[version.name] = new
         atomic_write_text(self.path, json.dumps(states, ensure_ascii=False, indent=1) + "\n")
+        used = {value.get(self._DIGEST) for value in states.values() if isinstance(value, dict)}
+        for table in self.records_dir.glob("*.json") if self.records_dir.is_dir() else []:
+            if table.stem not in used:  # no kept version names it any more
+                table.unlink(missing_ok=True)
+
+    def _store_records(self, records: Records) -> str:
+        """Write one record table under its digest (once: an equal table is already there). Returns the digest."""
+        digest = json_sha256(records)
+        path = self.records_dir / f"{digest}.json"
+        if not path.is_file():
+            self.records_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, json.dumps(records, ensure_ascii=False, separators=(",", ":")))
+        return digest
 
 
 def source_signature(paths: list[Path]) -> str:

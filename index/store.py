@@ -5,10 +5,10 @@ Layout::
     <root>/                     default .citerag/ (CITERAG_INDEX_DIR)
       CURRENT                   name of the live version, replaced atomically (write temp, fsync, rename)
       versions/v<seq>-<time>-<rand>/
-        manifest.json           settings, corpus fingerprint, counts, file checksums, library versions
+        manifest.json           settings, corpus fingerprint, counts, file checksums and stats, library versions
         manifest.sha256         the manifest's own checksum (a flipped byte in it is refused too)
-        documents.jsonl         one Document per line
-        passages.jsonl          one Passage per line (row i == BM25 row i == FAISS row i)
+        documents.arrow         the documents, an Arrow IPC file opened memory-mapped (:mod:`citerag.index.tables`)
+        passages.arrow          the passages, the same way (row i == BM25 row i == FAISS row i)
         bm25/                   bm25s arrays (.npy) + params, and every passage's tokens (tokens.*)
         dense.faiss             FAISS index
       versions/damaged/         versions that failed verification, moved aside with REASON.txt
@@ -17,6 +17,13 @@ Layout::
 A build writes a new version directory under a temporary name, fsyncs it, renames it into place and only then
 switches ``CURRENT``; a crash at any point leaves the previous version live. Loading re-checks counts and
 checksums against the manifest and refuses a mismatch (:class:`IndexMismatch`).
+
+Checksums without reading gigabytes at start: the writer hashes every file (sha256) and records, beside each hash,
+the file's size and modification time (ns) once written. Loading with ``verify="stat"`` (the default) accepts a
+file whose size and mtime are as recorded (its hash was checked when it was written) and hashes in full any other
+one; ``verify="full"`` hashes every file (``citerag doctor --verify``, and the service's background check after
+start, :func:`verify_files`). Versions written as JSONL (``documents.jsonl``, ``passages.jsonl``, before the Arrow
+tables) still load, parsed.
 """
 
 from __future__ import annotations
@@ -34,16 +41,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+import numpy as np
+import pyarrow as pa
 from filelock import FileLock, Timeout
 
 from citerag.index import faults
-from citerag.index.files import atomic_write_text, fsync_path, record_fields, sha256_file
+from citerag.index.files import atomic_write_text, fsync_path, sha256_file
 from citerag.index.bm25 import BM25Index
 from citerag.index.dense import DenseIndex
 from citerag.index.errors import IndexMismatch, IndexNotFound
 from citerag.index.sources import SourceState, SourceStates
+from citerag.index.tables import DOCUMENTS_FILE, PASSAGES_FILE, DocumentTable, PassageTable, write_table
 from citerag.index.tokenize import TOKENIZER_VERSION
 from citerag.index.types import BM25Method, Document, Passage
 from citerag.index.wal import WriteLog
@@ -89,34 +99,50 @@ class IndexConfig:
         return dataclasses.asdict(self)
 
 
-def corpus_fingerprint(documents: Iterable[Document]) -> str:
-    """sha256 over the sorted ``(doc_id, sha256(title + text))`` pairs: independent of file and document order."""
-    pairs = sorted(
-        (doc.doc_id, hashlib.sha256(f"{doc.title}\x00{doc.text}".encode()).hexdigest()) for doc in documents
-    )
+#: How a load checks file checksums: ``"stat"`` (size and mtime as written, else a full hash) or ``"full"``.
+Verify = Literal["stat", "full"]
+
+
+def corpus_fingerprint(documents: Iterable[Document] | DocumentTable) -> str:
+    """sha256 over the sorted ``(doc_id, sha256(title + text))`` pairs: independent of file and document order (a
+    :class:`~citerag.index.tables.DocumentTable` is read by column, without building its documents)."""
+    if isinstance(documents, DocumentTable):
+        fields: Iterable[tuple[str, str, str]] = documents.id_title_text()
+    else:
+        fields = ((doc.doc_id, doc.title, doc.text) for doc in documents)
+    pairs = sorted((doc_id, hashlib.sha256(f"{title}\x00{text}".encode()).hexdigest()) for doc_id, title, text in fields)
     return hashlib.sha256(json.dumps(pairs).encode()).hexdigest()
 
 
 @dataclass(slots=True)
 class LoadedIndex:
-    """A verified index version in memory (BM25 and FAISS memory-mapped)."""
+    """A verified index version: documents and passages as memory-mapped tables (:mod:`citerag.index.tables`), BM25
+    arrays and (where the FAISS index type allows) the FAISS index memory-mapped too.
+
+    Attributes:
+        documents: ``doc_id -> Document`` in index order (rows decoded when read).
+        passages: row ``i`` == BM25 row ``i`` == FAISS row ``i``.
+    """
 
     path: Path
     manifest: dict[str, Any]
     config: IndexConfig
-    documents: dict[str, Document]
-    passages: list[Passage]
+    documents: DocumentTable
+    passages: PassageTable
     bm25: BM25Index
     dense: DenseIndex
-    doc_rows: dict[str, list[int]] = dataclasses.field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        for row, passage in enumerate(self.passages):
-            self.doc_rows.setdefault(passage.doc_id, []).append(row)
 
     def passages_of(self, doc_id: str) -> list[Passage]:
-        """The passages of one document in order (``[]`` for an unknown id)."""
-        return [self.passages[row] for row in self.doc_rows.get(doc_id, [])]
+        """The passages of one document in order (``[]`` for an unknown id); one vectorised scan of the rows."""
+        row = self.documents.rows.get(doc_id)
+        if row is None:
+            return []
+        return [self.passages[int(r)] for r in np.flatnonzero(self.passages.doc_rows == row)]
+
+    def rows_of(self, doc_ids: Iterable[str]) -> np.ndarray:
+        """``(m,)`` int64: the passage rows of ``doc_ids`` (unknown ids ignored), ascending."""
+        wanted = [self.documents.rows[d] for d in doc_ids if d in self.documents.rows]
+        return np.flatnonzero(np.isin(self.passages.doc_rows, np.asarray(wanted, dtype=np.int32)))
 
     @property
     def wal_seq(self) -> int:
@@ -189,8 +215,8 @@ class IndexStore:
     def write(
         self,
         config: IndexConfig,
-        documents: list[Document],
-        passages: list[Passage],
+        documents: list[Document] | DocumentTable,
+        passages: list[Passage] | PassageTable,
         bm25: BM25Index,
         dense: DenseIndex,
         extra: dict[str, Any] | None = None,
@@ -202,14 +228,18 @@ class IndexStore:
         ``sources`` is the new version's source state (:class:`~citerag.index.sources.SourceStates`; default: the live
         version's), recorded once the version is complete and in place. ``before_current`` runs after that, just
         before ``CURRENT`` moves (a full build logs itself there); if either raises, the version is removed and
-        nothing changes."""
+        nothing changes. ``documents`` and ``passages`` may be lists or tables (a table is written as it is; a list's
+        passages must belong to its documents)."""
         self.versions.mkdir(parents=True, exist_ok=True)
         name = f"v{self._next_sequence():06d}-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
         tmp = self.versions / f".tmp-{name}"
         tmp.mkdir()
         try:
-            _write_jsonl(tmp / "documents.jsonl", map(record_fields, documents))
-            _write_jsonl(tmp / "passages.jsonl", map(record_fields, passages))
+            doc_table = documents if isinstance(documents, DocumentTable) else DocumentTable.build(documents)
+            passages = PassageTable.assemble([passages.arrow if isinstance(passages, PassageTable) else passages],
+                                             doc_table.rows)
+            write_table(tmp / DOCUMENTS_FILE, doc_table.arrow)
+            write_table(tmp / PASSAGES_FILE, passages.arrow)
             faults.point("mid-version")
             bm25.save(tmp / "bm25")
             dense.save(tmp)
@@ -217,9 +247,9 @@ class IndexStore:
                 "format_version": FORMAT_VERSION,
                 "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "config": config.as_dict(),
-                "corpus_fingerprint": corpus_fingerprint(documents),
-                "counts": {"documents": len(documents), "passages": len(passages)},
-                "checksums": {rel: sha256_file(tmp / rel) for rel in _data_files(tmp)},
+                "corpus_fingerprint": corpus_fingerprint(doc_table),
+                "counts": {"documents": len(doc_table), "passages": len(passages)},
+                **_file_records(tmp),
                 "libraries": _library_versions(),
                 **(extra or {}),
             }
@@ -246,14 +276,14 @@ class IndexStore:
             log.warning("pruning old index versions failed (%s); they stay until the next write", exc)
         return final
 
-    def load(self, mmap: bool = True) -> LoadedIndex:
-        """Load and verify the live version.
+    def load(self, mmap: bool = True, verify: Verify = "stat") -> LoadedIndex:
+        """Load and verify the live version (``verify``: see the module docstring).
 
         Raises:
             IndexNotFound: nothing committed yet (run ``citerag index``).
             IndexMismatch: the manifest's counts or checksums disagree with the files.
         """
-        return load_version(self._live(), mmap=mmap)
+        return load_version(self._live(), mmap=mmap, verify=verify)
 
     def _live(self) -> Path:
         """:meth:`current`, or :class:`IndexNotFound` when nothing was committed yet."""
@@ -314,15 +344,15 @@ def wal_seq(path: Path) -> int:
         return 0
 
 
-def load_version(path: Path, mmap: bool = True) -> LoadedIndex:
+def load_version(path: Path, mmap: bool = True, verify: Verify = "stat") -> LoadedIndex:
     """Load one version directory and verify it against its manifest (see :meth:`IndexStore.load`)."""
     manifest = _read_manifest(path)
-    for rel, expected in manifest["checksums"].items():
-        if not (path / rel).is_file() or sha256_file(path / rel) != expected:
-            raise IndexMismatch(f"{path / rel}: checksum differs from the manifest; {_RECOVERS}")
+    verify_files(path, manifest, full=verify == "full")
     config = IndexConfig(**{"tokenizer_version": 1, **manifest["config"]})
-    documents = [Document(**row) for row in _read_jsonl(path / "documents.jsonl")]
-    passages = [Passage(**row) for row in _read_jsonl(path / "passages.jsonl")]
+    try:
+        documents, passages = _tables(path)
+    except (ValueError, pa.ArrowInvalid) as exc:  # an OSError (EACCES, EIO) is the machine's, not the version's
+        raise IndexMismatch(f"{path}: the document or passage table is unreadable ({exc}); {_RECOVERS}") from exc
     counts = manifest["counts"]
     bm25 = BM25Index.load(
         path / "bm25", len(passages), config.bm25_k1, config.bm25_b, config.bm25_method, mmap=mmap
@@ -331,7 +361,50 @@ def load_version(path: Path, mmap: bool = True) -> LoadedIndex:
     found = {"documents": len(documents), "passages": len(passages), "dense": dense.size}
     if found != {"documents": counts["documents"], "passages": counts["passages"], "dense": counts["passages"]}:
         raise IndexMismatch(f"{path}: counts {found} differ from the manifest's {counts}; {_RECOVERS}")
-    return LoadedIndex(path, manifest, config, {d.doc_id: d for d in documents}, passages, bm25, dense)
+    return LoadedIndex(path, manifest, config, documents, passages, bm25, dense)
+
+
+def verify_files(path: Path, manifest: dict[str, Any] | None = None, full: bool = True) -> None:
+    """Check the version ``path``'s files against its manifest's checksums: every file hashed (sha256) when
+    ``full``, else only those whose size or mtime differ from what the writer recorded (see the module docstring).
+
+    Raises:
+        IndexMismatch: a file is missing or its hash differs (or the manifest is unreadable).
+    """
+    manifest = _read_manifest(path) if manifest is None else manifest
+    stats = manifest.get("file_stats", {})
+    for rel, expected in manifest["checksums"].items():
+        file = path / rel
+        if not file.is_file():
+            raise IndexMismatch(f"{file}: missing (the manifest lists it); {_RECOVERS}")
+        if not full and rel in stats and _stat(file) == tuple(stats[rel]):
+            continue  # hashed when written, unchanged since (size and mtime)
+        if sha256_file(file) != expected:
+            raise IndexMismatch(f"{file}: checksum differs from the manifest; {_RECOVERS}")
+
+
+def _stat(file: Path) -> tuple[int, int]:
+    info = file.stat()
+    return info.st_size, info.st_mtime_ns
+
+
+def _file_records(directory: Path) -> dict[str, dict[str, Any]]:
+    """The manifest's ``checksums`` (sha256 of every data file) and ``file_stats`` (``[size, mtime_ns]``)."""
+    files = _data_files(directory)
+    return {
+        "checksums": {rel: sha256_file(directory / rel) for rel in files},
+        "file_stats": {rel: list(_stat(directory / rel)) for rel in files},
+    }
+
+
+def _tables(path: Path) -> tuple[DocumentTable, PassageTable]:
+    """The version's tables: mapped Arrow files, or the JSONL files of a version written before them (parsed)."""
+    if (path / DOCUMENTS_FILE).is_file() or not (path / "documents.jsonl").is_file():
+        documents = DocumentTable.open(path / DOCUMENTS_FILE)
+        return documents, PassageTable.open(path / PASSAGES_FILE)
+    documents = DocumentTable.build(Document(**row) for row in _read_jsonl(path / "documents.jsonl"))
+    passages = PassageTable.build((Passage(**row) for row in _read_jsonl(path / "passages.jsonl")), documents.rows)
+    return documents, passages
 
 
 def _read_manifest(path: Path) -> dict[str, Any]:
@@ -364,12 +437,6 @@ def _write_manifest(path: Path, manifest: dict[str, Any], atomic: bool = False) 
 def _data_files(directory: Path) -> list[str]:
     return sorted(str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file())
 
-
-
-def _write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
-    with path.open("w", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -23,7 +23,14 @@ from citerag.index.store import LoadedIndex
 from citerag.service.errors import citerag_error, validation_error
 from citerag.service.middleware import BodySizeLimit
 from citerag.service.observability import Metrics, RequestContext
-from citerag.service.pipeline import ensure_index, index_notes, open_answerer, open_backend, open_milvus_backend
+from citerag.service.pipeline import (
+    ensure_index,
+    index_notes,
+    open_answerer,
+    open_backend,
+    open_milvus_backend,
+    recover_damaged,
+)
 from citerag.service.routes import ROUTERS
 from citerag.service.settings import Settings, get_settings
 from citerag.service.state import AdmissionGate, AnswererLoader, Service, WriteGuard
@@ -91,7 +98,10 @@ def open_service(settings: Settings, index: LoadedIndex | None, metrics: Metrics
         notes: list[str] = []
     else:
         live = index or ensure_index(settings, show_progress=False)
-        backend, notes = open_backend(settings, live), index_notes(live)
+        embedded = open_backend(settings, live)
+        if settings.verify_in_background:
+            embedded.verify_in_background(lambda path, reason: recover_damaged(settings, path, reason))
+        backend, notes = embedded, index_notes(live)
     key = settings.api_key.get_secret_value() if settings.api_key else None
     service = Service(
         backend, AnswererLoader(lambda: open_answerer(settings, backend)), AdmissionGate(settings.max_queue),

@@ -306,7 +306,11 @@ def docs(json_out: JsonOption = False, index_dir: IndexDirOption = None) -> None
 
 
 @app.command()
-def doctor(index_dir: IndexDirOption = None) -> None:
+def doctor(
+    index_dir: IndexDirOption = None,
+    verify: Annotated[bool, typer.Option("--verify", help="Hash every index file in full (seconds a gigabyte) "
+                                         "instead of trusting sizes and mtimes as written.")] = False,
+) -> None:
     """Check the installation: libraries, model packages (sha256-verified), the index. Says how to fix each problem;
     exits 1 when something is wrong."""
     from importlib import metadata
@@ -352,7 +356,8 @@ def doctor(index_dir: IndexDirOption = None) -> None:
     report(f"generator {settings.generator}", generator,
            f"{spec.install_hint()}; then rerun `citerag doctor` (a bad file is re-assembled)")
 
-    report("index", lambda: health(IndexStore(settings.index_dir)),
+    report("index" + (" (every file hashed)" if verify else ""),
+           lambda: health(IndexStore(settings.index_dir), verify="full" if verify else "stat"),
            "start the service or run any command (it recovers: damaged versions aside, the write log replayed); "
            f"with no index, citerag index --index-dir {settings.index_dir} (or make serve)")
     if problems:

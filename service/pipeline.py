@@ -21,7 +21,7 @@ from citerag.index.embedded import EmbeddedBackend
 from citerag.index.errors import IngestError
 from citerag.index.ingest import Corpus, read_corpus, source_files
 from citerag.index.progress import build_progress
-from citerag.index.recovery import recover, replay
+from citerag.index.recovery import IndexUnrecoverable, recover, replay
 from citerag.index.sources import (
     SourceStates,
     recorded_sources,
@@ -33,7 +33,7 @@ from citerag.index.sources import (
 )
 from citerag.index.backend import Searcher, WriteReport
 from citerag.index.retrieve import Retriever
-from citerag.index.store import IndexConfig, IndexStore, LoadedIndex
+from citerag.index.store import IndexConfig, IndexStore, LoadedIndex, Verify
 from citerag.service.answer import Answerer
 from citerag.service.answering import EvidenceAnswerer
 from citerag.service.generator import Generator
@@ -108,7 +108,7 @@ EMPTY_INDEX = "the index is empty: /search returns no results and /ask abstains 
 def index_notes(index: LoadedIndex) -> list[str]:
     """One line per thing an operator should know about ``index``: records skipped at ingest, an empty index."""
     notes = []
-    state = SourceStates(index.path.parent.parent).of(index.path)
+    state = SourceStates(index.path.parent.parent).of(index.path, records=False)
     skipped = state.get("skipped", {"records": 0, "first": []})
     if skipped["records"]:
         more = " …" if skipped["records"] > len(skipped["first"]) else ""
@@ -226,15 +226,15 @@ def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
         index = recover_index(settings, show_progress)
         if index is None:
             return build(settings, list(settings.corpus), show_progress=show_progress)
-    state = states.of(index.path)
+    state = states.of(index.path, records=False)  # no record table is read while the sources are unchanged
     paths = [Path(p) for p in state.get("sources", settings.corpus)]
     if index.config == wanted_config and sources_unchanged(state, paths):
         return index
     with store.writing():  # the live version, the sources and the records are read and replaced in one step
         if store.current() != index.path:  # another writer committed meanwhile
             index = store.load()
-            state = states.of(index.path)
-            paths = [Path(p) for p in state.get("sources", settings.corpus)]
+        state = states.of(index.path)
+        paths = [Path(p) for p in state.get("sources", settings.corpus)]
         try:
             signatures = source_signatures(paths)  # before the read (see source_signatures)
             with build_progress(show_progress) as progress:
@@ -267,11 +267,12 @@ def ensure_index(settings: Settings, show_progress: bool = True) -> LoadedIndex:
     return store.load()
 
 
-def recover_index(settings: Settings, show_progress: bool = True) -> LoadedIndex | None:
+def recover_index(settings: Settings, show_progress: bool = True, verify: Verify = "stat") -> LoadedIndex | None:
     """Serve-safe start: under the write lock, move versions that fail verification aside, make the newest
     verified one live and replay the write log's entries it does not hold (:mod:`citerag.index.recovery`): each write step
     through :func:`~citerag.index.build.write_index`, a full build from its recorded sources (never ``settings.corpus``)
-    through :func:`build`. Returns the live index, or ``None`` when nothing was ever indexed.
+    through :func:`build`. Returns the live index, or ``None`` when nothing was ever indexed. ``verify``: how
+    versions' files are checked (:data:`citerag.index.store.Verify`).
 
     Raises:
         IndexUnrecoverable: as :func:`citerag.index.recovery.recover`.
@@ -280,7 +281,7 @@ def recover_index(settings: Settings, show_progress: bool = True) -> LoadedIndex
     if not store.version_dirs() and not store.log.path.is_file() and not (store.root / "CURRENT").is_file():
         return None  # nothing was ever indexed here
     with store.writing():
-        recovery = recover(store)
+        recovery = recover(store, verify=verify)
         if not recovery.steps:
             return recovery.index
         log.warning("replaying %d step(s) of the write log on %s (%s moved aside)",
@@ -305,6 +306,24 @@ def open_retriever(settings: Settings, index: LoadedIndex) -> Retriever:
         fusion=settings.fusion,
         weights=(settings.weight_bm25, settings.weight_dense),
     )
+
+
+def recover_damaged(settings: Settings, damaged: Path, reason: str) -> LoadedIndex:
+    """After the live version ``damaged`` failed its full check while served: move it aside (``reason`` in its
+    ``REASON.txt``) and recover as a start does, every remaining version hashed in full.
+
+    Raises:
+        IndexUnrecoverable: as :func:`citerag.index.recovery.recover`, or no verified version and no log remain.
+    """
+    store = IndexStore(settings.index_dir)
+    with store.writing():
+        if damaged.is_dir():
+            store.quarantine(damaged, reason)
+        index = recover_index(settings, show_progress=False, verify="full")
+    if index is None:
+        raise IndexUnrecoverable(f"{damaged.name} was damaged and nothing else is left to recover from: run "
+                                 "`citerag index PATHS` to rebuild")
+    return index
 
 
 def open_backend(settings: Settings, index: LoadedIndex) -> EmbeddedBackend:

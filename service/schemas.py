@@ -246,6 +246,10 @@ class Health(BaseModel):
                                    "start; /ask waits for it, /search does not need it).")
     generator: Literal["loading", "ready", "failed"] = Field(
         description="The answering model's state; when failed, /ask answers 503 naming the cause.")
+    index_check: Literal["pending", "verifying", "verified", "failed", "not-applicable"] = Field(
+        "not-applicable", description="The full check of the live index version's files (sha256 of each, in the "
+        "background after start; the start checked sizes and mtimes as written). failed: the version is refused "
+        "(503) until the recovered one is served. not-applicable: the Milvus backend.")
 
 
 MAX_DOCUMENT_CHARS = 200_000

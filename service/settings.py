@@ -79,6 +79,11 @@ class Settings(BaseSettings):
     dense_index: DenseSetting = Field(
         "auto", description="FAISS index: flat (exact), hnsw (approximate), or auto: flat below 50,000 passages."
     )
+    verify_in_background: bool = Field(
+        True, description="After start, hash every index file in full in the background (the start itself checks each "
+        "file's size and mtime as written); a version that fails is refused and recovered. Off: only the start check "
+        "and `citerag doctor --verify`.",
+    )
     rrf_k: int = Field(60, ge=0, description="RRF constant (Cormack et al. 2009).")
     weight_bm25: float = Field(0.5, ge=0, description="BM25 weight for bounded and weighted fusion.")
     weight_dense: float = Field(0.5, ge=0, description="Dense weight for bounded and weighted fusion.")

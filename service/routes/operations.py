@@ -21,6 +21,7 @@ async def health(service: ServiceDep) -> Health:
         index_version=str(stats["version"]),
         generator_loaded=service.loader.ready,
         generator=service.loader.state,
+        index_check=str(stats.get("verification", "not-applicable")),
     )
 
 

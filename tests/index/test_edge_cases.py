@@ -24,7 +24,7 @@ def doc(text: str, doc_id: str | None = None, **meta) -> Document:
 class TestEmptyCorpus:
     def test_every_mode_returns_nothing(self, stand_in: StandInIndex) -> None:
         retriever = stand_in.retriever([])
-        assert retriever.index.documents == {} and retriever.index.passages == []
+        assert len(retriever.index.documents) == 0 and len(retriever.index.passages) == 0
         assert retriever.index.bm25.size == retriever.index.dense.size == 0
         for mode in MODES:
             assert retriever.search("model", k=100, mode=mode) == []

@@ -151,7 +151,7 @@ def test_a_refused_write_is_not_logged(stand_in: StandInIndex, tmp_path: Path) -
     assert [e.seq for e in stand_in.store.log.read().entries] == [2]
 
 
-DAMAGE = ["documents.jsonl", "passages.jsonl", "bm25/params.index.json", "dense.faiss", "manifest.json"]
+DAMAGE = ["documents.arrow", "passages.arrow", "bm25/params.index.json", "dense.faiss", "manifest.json"]
 
 
 @pytest.mark.parametrize("how", ["truncate", "flip"])
@@ -190,7 +190,7 @@ def test_with_no_verified_version_the_index_is_rebuilt_from_the_logged_sources(
 ) -> None:
     path = source_file(tmp_path, [doc(i) for i in range(3)])
     v1 = full_build(stand_in, [doc(i) for i in range(3)], [str(path)])
-    (v1 / "passages.jsonl").write_text("")
+    (v1 / "passages.arrow").write_text("")
     index = restart(stand_in)
     assert sorted(index.documents) == ["d0", "d1", "d2"] and index.manifest["wal_seq"] == 1
     assert (stand_in.store.versions / DAMAGED / v1.name).is_dir() and not v1.exists()
@@ -256,7 +256,7 @@ def test_an_entry_left_by_a_dead_writer_is_dropped_by_the_next_write(stand_in: S
     stand_in.store.log.append("write", after=2, documents=[doc(7)])  # logged, never applied (the writer died)
     version, _ = write(stand_in, upserts=[doc(8)])
     assert load_version(version).manifest["wal_seq"] == 5  # 3: the dead write, 4: its abort
-    (version / "passages.jsonl").write_text("")  # the new version is damaged: v2 plus the log must give d8
+    (version / "passages.arrow").write_text("")  # the new version is damaged: v2 plus the log must give d8
     index = restart(stand_in)
     assert sorted(index.documents) == ["d0", "d1", "d2", "d3", "d4", "d8"]
 
@@ -268,7 +268,7 @@ def test_a_read_error_of_the_machine_does_not_set_a_version_aside(
 
     three_then_two(stand_in, tmp_path)
 
-    def unreadable(path: Path, mmap: bool = True):  # noqa: ANN202
+    def unreadable(path: Path, mmap: bool = True, verify: str = "stat"):  # noqa: ANN202
         raise PermissionError(13, "Permission denied", str(path))
 
     monkeypatch.setattr(recovery_module, "load_version", unreadable)

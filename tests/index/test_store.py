@@ -51,10 +51,63 @@ class TestIndexStore:
 
     def test_corrupted_file_is_refused(self, stand_in) -> None:
         version = _build(stand_in, [SEEDS])
-        with (version / "passages.jsonl").open("a") as handle:
+        with (version / "passages.arrow").open("a") as handle:
             handle.write("\n")
-        with pytest.raises(IndexMismatch, match="passages.jsonl: checksum differs"):
+        with pytest.raises(IndexMismatch, match="passages.arrow: checksum differs"):
             stand_in.store.load()
+
+    def test_a_flipped_byte_with_its_mtime_restored_is_found_by_the_full_check(self, stand_in) -> None:
+        import os
+
+        from citerag.index.store import verify_files
+
+        version = _build(stand_in, [SEEDS])
+        target = version / "passages.arrow"
+        info = target.stat()
+        data = bytearray(target.read_bytes())
+        data[len(data) // 2] ^= 0x01
+        target.write_bytes(bytes(data))
+        os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))  # as bit rot would: size and mtime unchanged
+        assert len(stand_in.store.load().documents) == 38  # the start-up check trusts the write-time hash...
+        with pytest.raises(IndexMismatch, match="passages.arrow: checksum differs"):
+            stand_in.store.load(verify="full")  # ...the full one (doctor --verify, the background check) refuses
+        with pytest.raises(IndexMismatch, match="passages.arrow"):
+            verify_files(version)
+
+    def test_loading_hashes_no_file_whose_size_and_mtime_are_as_written(self, stand_in, monkeypatch) -> None:
+        from citerag.index import store as store_module
+
+        version = _build(stand_in, [SEEDS])
+        hashed: list[str] = []
+        real = store_module.sha256_file
+        monkeypatch.setattr(store_module, "sha256_file", lambda path: hashed.append(path.name) or real(path))
+        stand_in.store.load()
+        assert hashed == []
+        (version / "dense.faiss").touch()  # same bytes, new mtime: hashed, and accepted
+        stand_in.store.load()
+        assert hashed == ["dense.faiss"]
+
+    def test_a_version_written_as_jsonl_still_loads(self, stand_in) -> None:
+        from citerag.index.files import record_fields
+        from citerag.index.store import _file_records, _write_manifest
+
+        version = _build(stand_in, [SEEDS])
+        index = stand_in.store.load()
+        documents, passages = list(index.documents.values()), list(index.passages)
+        for name, rows in (("documents", documents), ("passages", passages)):
+            (version / f"{name}.arrow").unlink()
+            with (version / f"{name}.jsonl").open("w") as handle:
+                for row in rows:
+                    handle.write(json.dumps(record_fields(row), ensure_ascii=False) + "\n")
+        manifest = json.loads((version / "manifest.json").read_text())
+        manifest.pop("file_stats")  # as written before the stats existed
+        (version / "manifest.json").unlink()
+        (version / "manifest.sha256").unlink()
+        manifest["checksums"] = _file_records(version)["checksums"]
+        _write_manifest(version, manifest)
+        old = stand_in.store.load()
+        assert list(old.documents.values()) == documents and list(old.passages) == passages
+        assert [p.doc_id for p in old.passages_of(EDEN)] == [EDEN] * len(index.passages_of(EDEN))
 
     def test_failed_ingest_leaves_the_live_index_untouched(self, stand_in, tmp_path: Path) -> None:
         store = stand_in.store

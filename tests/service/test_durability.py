@@ -48,7 +48,41 @@ def _damage(version: Path, name: str) -> None:
     target.write_bytes(data[: len(data) // 2])
 
 
-@pytest.mark.parametrize("name", ["passages.jsonl", "dense.faiss", "bm25 arrays", "manifest.json"])
+def test_a_version_that_fails_the_background_check_is_refused_and_recovered(settings_factory, three: Path) -> None:
+    """Bit rot: one byte flipped, size and mtime unchanged, so the start's check passes; the full check in the
+    background finds it, the version is moved aside and the service serves the recovered one with every write."""
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from citerag.service.api import create_app
+
+    settings = settings_factory(corpus=[three], api_key=API_KEY)
+    with TestClient(create_app(settings)) as client:
+        assert client.post("/documents", json=NEW, headers=AUTH).status_code == 200
+    live = IndexStore(settings.index_dir).current()
+    assert live is not None
+    target = live / "passages.arrow"
+    info = target.stat()
+    data = bytearray(target.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    target.write_bytes(bytes(data))
+    os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
+
+    with TestClient(create_app(settings)) as client:
+        for _ in range(600):  # the check and the recovery take well under a minute
+            health = client.get("/health").json()
+            if health["index_check"] == "verified" and health["index_version"] != live.name:
+                break
+            time.sleep(0.1)
+        assert health["index_check"] == "verified" and health["documents"] == 5
+        top = client.post("/search", json={"query": "zorblax quantisation", "k": 1, "mode": "bm25"}).json()
+        assert top["results"][0]["doc_id"] == "api-1"
+    reason = (settings.index_dir / "versions" / DAMAGED / live.name / "REASON.txt").read_text()
+    assert "passages.arrow: checksum differs" in reason
+
+
+@pytest.mark.parametrize("name", ["passages.arrow", "dense.faiss", "bm25 arrays", "manifest.json"])
 def test_documents_written_through_the_api_survive_a_damaged_live_version(
     settings_factory, three: Path, name: str
 ) -> None:
