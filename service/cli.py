@@ -580,6 +580,7 @@ def _eval_qa(
     results["settings"] = {
         "answer_mode": settings.answer_mode, "k": k, "half": which, "sample": n, "seed": seed,
         "evidence_sentences": settings.evidence_sentences, "min_confidence": settings.min_confidence,
+        "answer_span": settings.answer_span,
         "generator": settings.generator_path.name if settings.generator_path else settings.generator,
     }
     (out / f"qa_{bench.name}_{label}.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")

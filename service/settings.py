@@ -114,6 +114,12 @@ class Settings(BaseSettings):
     evidence_sentences: int = Field(
         6, ge=1, le=9, description="Evidence sentences the model reads (evidence mode; eval/results/qa.md)."
     )
+    answer_span: Literal["part", "sentence"] = Field(
+        "part", description="Evidence mode: part: an answer stating one sentence (not a yes/no or which-papers "
+        "answer) states only the part of it that answers, cited by that part's exact span (the question's restated "
+        "words, labels and references off its edges; a quantity question's number phrase); sentence: whole "
+        "sentences (chosen on COVID-QA's dev half: eval/results/qa.md).",
+    )
     min_confidence: float = Field(
         0.2, ge=0.0, le=1.0, description="Evidence mode: abstain when the model's probability that the best evidence "
         "sentence answers is below this (chosen on dev questions: eval/results/qa.md).",

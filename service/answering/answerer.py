@@ -10,7 +10,9 @@
 5. Verify: abstain when retrieval found nothing close, or when the model's probability that the best sentence
    answers is below :data:`~citerag.service.answering.verify.MIN_CONFIDENCE`.
 6. Compose the answer from the chosen sentences (:mod:`~citerag.service.answering.compose`): each citation is the
-   exact span of a sentence the answer states.
+   exact span of what the answer states. An answer of one sentence (no decision, no paper named) states only the
+   part of it that answers (:func:`~citerag.service.answering.span.answer_span`; ``answer_span="sentence"``: the
+   whole sentence).
 
 A question that names two or more retrieved papers ("How do SV2P and Error Encoding Networks each ...?",
 :func:`~citerag.service.answering.evidence.named_documents`) gets the best sentence of each, in the order named (each
@@ -69,9 +71,10 @@ class EvidenceAnswerer(RetrievingAnswerer):
         evidence_sentences: sentences the model judges (1-9).
         weights: ``(dense, bm25, coverage, rank)`` weights of the evidence score (:mod:`~citerag.service.answering.evidence`).
         decision_bias: per-class log-probability offsets of the yes/no/maybe decision.
+        answer_span: ``"part"``: a lone stated sentence is cut to the part that answers; ``"sentence"``: whole.
 
     Raises:
-        ValueError: ``evidence_sentences`` outside 1..9.
+        ValueError: ``evidence_sentences`` outside 1..9, or ``answer_span`` neither ``"part"`` nor ``"sentence"``.
     """
 
     def __init__(
@@ -84,9 +87,12 @@ class EvidenceAnswerer(RetrievingAnswerer):
         evidence_sentences: int = EVIDENCE_SENTENCES,
         decision_bias: dict[str, float] | None = None,
         weights: tuple[float, float, float, float] = DEFAULT_WEIGHTS,
+        answer_span: str = "part",
     ) -> None:
         if not 1 <= evidence_sentences <= 9:
             raise ValueError(f"evidence_sentences must be in 1..9, got {evidence_sentences}")
+        if answer_span not in ("part", "sentence"):
+            raise ValueError(f"answer_span must be 'part' or 'sentence', got {answer_span!r}")
         self.retriever = retriever
         self.generator = generator
         self.encode = encode
@@ -95,6 +101,7 @@ class EvidenceAnswerer(RetrievingAnswerer):
         self.evidence_sentences = evidence_sentences
         self.decision_bias = dict(decision_bias if decision_bias is not None else verify.DECISION_BIAS)
         self.weights = weights
+        self.answer_span = answer_span
 
     def answer(
         self,
@@ -141,7 +148,10 @@ class EvidenceAnswerer(RetrievingAnswerer):
             )
         used = self._used(question, evidence, p, best) if not named else self._each_named(evidence, final, named)
         several_papers = len({evidence[i].doc_id for i in used}) > 1
-        text, citations = compose(evidence, used, decision, name_papers=several_papers or asks_which_papers(question))
+        text, citations = compose(
+            evidence, used, decision, name_papers=several_papers or asks_which_papers(question),
+            question=question if self.answer_span == "part" else None,
+        )
         if on_delta is not None:
             on_delta(text)
         timings["total"] = (time.perf_counter() - started) * 1000
