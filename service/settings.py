@@ -77,7 +77,9 @@ class Settings(BaseSettings):
         "backend cannot run bounded: it falls back to rrf, with a warning and stats()['fusion_fallback'].",
     )
     dense_index: DenseSetting = Field(
-        "auto", description="FAISS index: flat (exact), hnsw (approximate), or auto: flat below 50,000 passages."
+        "auto",
+        description="FAISS index: flat (exact), hnsw or ivf-sq8 (approximate; ivf-sq8 stores 8-bit codes, ~392 B a "
+        "passage), or auto: flat below 50,000 passages, hnsw below 200,000, ivf-sq8 from there.",
     )
     rrf_k: int = Field(60, ge=0, description="RRF constant (Cormack et al. 2009).")
     weight_bm25: float = Field(0.5, ge=0, description="BM25 weight for bounded and weighted fusion.")
