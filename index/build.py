@@ -102,7 +102,7 @@ def write_version(
 
     Args:
         vectors: float32, shape ``(len(passages), dim)``, L2-normalised (unused when ``dense`` is given).
-        dense_kind: ``"auto"``, ``"flat"`` or ``"hnsw"`` (see :func:`citerag.index.dense.choose_kind`).
+        dense_kind: ``"auto"``, ``"flat"``, ``"hnsw"`` or ``"ivf-sq8"`` (see :func:`citerag.index.dense.choose_kind`).
         tokens: the passages' BM25 tokens when already known (an update keeps those of unchanged passages);
             else every passage is tokenised.
         dense: a FAISS index already holding these passages' vectors in row order (an update that only adds).
@@ -351,15 +351,17 @@ def _apply(
     if live is not None:  # the kept rows stay Arrow rows (no Passage objects); doc rows are renumbered on write
         passages = PassageTable.assemble([live.passages.take(kept_rows), new_passages],
                                          {doc.doc_id: row for row, doc in enumerate(documents)})
-    # Unchanged passages keep their BM25 tokens and vectors; when nothing was removed, the live FAISS index (same
-    # kind) is copied and the new vectors inserted instead of indexing every vector again.
+    # Unchanged passages keep their BM25 tokens and vectors; when the FAISS kind stays, the live index is copied
+    # (DenseIndex.extended: kept rows, then the new vectors) instead of indexing every vector again: HNSW keeps its
+    # graph when nothing was removed, ivf-sq8 copies the kept rows' codes (no re-encoding, no k-means).
     tokens = dense = None
     vectors = new_vectors
     if live is not None:
         if live.bm25.tokens is not None:
             tokens = live.bm25.tokens.select(kept_rows).extend(tokenize_many(new_texts))
-        if len(kept_rows) == len(live.passages) and live.dense.kind == choose_kind(len(passages), dense_kind):
-            dense = live.dense.extended(new_vectors)
+        if live.dense.kind == choose_kind(len(passages), dense_kind):
+            keep = None if len(kept_rows) == len(live.passages) else kept_rows
+            dense = live.dense.extended(new_vectors, keep)
         else:
             vectors = np.concatenate([live.dense.vectors(kept_rows), new_vectors])
     extra = {key: value for key, value in (live.manifest if live else {}).items() if key not in _MANIFEST_KEYS}

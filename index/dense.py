@@ -1,15 +1,26 @@
 """Dense retrieval: FAISS inner-product search over L2-normalised passage vectors (inner product == cosine).
 
-Two index kinds, chosen by corpus size (``choose_kind``) or forced by a setting:
+Three index kinds, chosen by corpus size (``choose_kind``) or forced by a setting:
 
 - ``flat``: ``IndexFlatIP``, exact; 4 * dim bytes per passage (1,536 B at 384-d); search time linear in size.
 - ``hnsw``: ``IndexHNSWFlat`` (Malkov & Yashunin 2018), approximate; the same float32 vectors plus the graph
   (about 2 * M * 4 B per passage at M = 32: ~256 B), so ~1.8 KB per passage at 384-d; search time roughly
   logarithmic. ``efSearch`` trades recall for time (``bench/RESULTS.md`` has the measured Recall@10 vs flat).
+- ``ivf-sq8``: ``IndexIVFScalarQuantizer`` (inverted file, Jégou et al., "Product quantization for nearest neighbor
+  search", TPAMI 2011; here with 8-bit scalar codes instead of PQ): k-means splits the vectors into ``nlist`` lists
+  (a flat coarse quantizer of ``nlist`` float32 centroids); each vector is stored as one byte per dimension (its
+  residual to the list's centroid, quantised uniformly per dimension, FAISS ``QT_8bit``) plus its 8-byte row id:
+  ``dim + 8`` B per passage (392 B at 384-d, 4.6x less than HNSW). A search scans the ``nprobe`` lists whose
+  centroids are nearest the query. Scores are approximate (8-bit codes: about 1e-3 off the exact cosine).
+
+Index files are opened memory-mapped (``faiss.IO_FLAG_MMAP_IFC``: flat codes, HNSW storage and graph, IVF lists are
+zero-copy views of the file), so opening a million passages takes milliseconds and the pages are shared by every
+process serving the same version; such an index is read-only: :meth:`DenseIndex.extended` copies it.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,7 +31,8 @@ import numpy as np
 
 from citerag.index.types import DenseSetting, Hit
 
-DenseKind = Literal["flat", "hnsw"]
+DenseKind = Literal["flat", "hnsw", "ivf-sq8"]
+KINDS: tuple[DenseKind, ...] = ("flat", "hnsw", "ivf-sq8")
 HNSW_M = 32  # graph degree (FAISS default for IndexHNSWFlat is 32)
 HNSW_EF_CONSTRUCTION = 80
 # Candidate-list size at query time. Measured Recall@10 against exact search for 200 title queries (bench/RESULTS.md):
@@ -32,6 +44,25 @@ HNSW_EF_SEARCH = 256
 # under 5 ms; HNSW over the same 60,681 passages: dense 0.9 ms, hybrid 1.6 ms p50, Recall@10 0.999 at efSearch 256
 # (bench/RESULTS.md).
 AUTO_HNSW_THRESHOLD = 50_000
+# Passages from which "auto" builds ivf-sq8 instead of HNSW (bench/RESULTS.md, "Dense layouts at 1,031,577 passages").
+AUTO_IVF_THRESHOLD = 200_000
+# IVF lists: IVF_LISTS_PER_SQRT * sqrt(n), rounded (1,016 at 1,031,577 passages). The FAISS wiki ("Guidelines to
+# choose an index") suggests 4 to 16 * sqrt(n); fewer, longer lists cost more scanning per query but train and add far
+# faster (k-means and assignment cost grow with n * nlist): measured at 1,031,577 passages on 2 shared cores,
+# IVF1024 builds in ~15 s and IVF4096 in ~160 s, while IVF1024 at nprobe IVF_NPROBE searches in a few ms
+# (bench/RESULTS.md, "Dense layouts").
+IVF_LISTS_PER_SQRT = 1.0
+# k-means training sample: this many vectors per list (FAISS samples them, seed 1234). FAISS warns under 39 per
+# centroid and caps at 256 by default; training time grows linearly with it.
+IVF_TRAIN_PER_LIST = 64
+IVF_MIN_TRAIN_PER_LIST = 39  # never more lists than n / 39: each centroid gets FAISS's minimum of training points
+# Lists scanned per query (bench/RESULTS.md: Recall@10 >= 0.95 at 1,031,577 passages with nlist 1,024).
+IVF_NPROBE = 48
+# An ivf-sq8 index is trained again (k-means over its reconstructed vectors and the new ones) when an add brings it
+# to a size for which ivf_lists() gives IVF_RETRAIN_GROWTH times its nlist: with nlist ~ sqrt(n) the corpus grew
+# ~4x since training (2x while it is small enough that the training-points cap, n // 39, sets nlist), so lists are
+# ~4x the rule's length and every probe scans ~4x the codes (slower; recall grows). Shrinking never retrains.
+IVF_RETRAIN_GROWTH = 2
 # OpenMP threads FAISS may use for one query. A single query's flat scan split over threads waits at a barrier for
 # the slowest one: on a 2-core machine shared with other processes, exact search over 60k passages took p50 31 ms
 # with 2 threads and 6.4 ms with 1 (bench/RESULTS.md). The service runs concurrent requests, one search each, so
@@ -51,18 +82,38 @@ def omp_threads(n: int) -> Iterator[None]:
         faiss.omp_set_num_threads(previous)
 
 
-def choose_kind(n_passages: int, setting: DenseSetting = "auto", threshold: int = AUTO_HNSW_THRESHOLD) -> DenseKind:
-    """The index kind for ``n_passages``: ``setting`` when it is ``"flat"`` or ``"hnsw"``, else flat below
-    ``threshold`` passages and HNSW from it on.
+def choose_kind(
+    n_passages: int,
+    setting: DenseSetting = "auto",
+    threshold: int = AUTO_HNSW_THRESHOLD,
+    ivf_threshold: int = AUTO_IVF_THRESHOLD,
+) -> DenseKind:
+    """The index kind for ``n_passages``: ``setting`` when it names a kind (``"flat"``, ``"hnsw"``, ``"ivf-sq8"``);
+    for ``"auto"``: flat below ``threshold`` passages, HNSW from it, ivf-sq8 from ``ivf_threshold`` on.
 
     Raises:
         ValueError: an unknown setting.
     """
-    if setting in ("flat", "hnsw"):
+    if setting in KINDS:
         return setting  # type: ignore[return-value]
     if setting != "auto":
-        raise ValueError(f"dense index must be 'auto', 'flat' or 'hnsw', got {setting!r}")
+        raise ValueError(f"dense index must be 'auto', 'flat', 'hnsw' or 'ivf-sq8', got {setting!r}")
+    if n_passages >= ivf_threshold:
+        return "ivf-sq8"
     return "hnsw" if n_passages >= threshold else "flat"
+
+
+def ivf_lists(n: int) -> int:
+    """IVF lists for ``n`` vectors: ``round(IVF_LISTS_PER_SQRT * sqrt(n))``, at most ``n // IVF_MIN_TRAIN_PER_LIST``
+    (every centroid trained on enough points) and at least 1."""
+    return max(1, min(round(IVF_LISTS_PER_SQRT * math.sqrt(max(n, 0))), n // IVF_MIN_TRAIN_PER_LIST))
+
+
+def _empty_ivf(dim: int, nlist: int) -> faiss.IndexIVFScalarQuantizer:
+    """An untrained ``IVF<nlist>,SQ8`` inner-product index (by residual) sampling ``IVF_TRAIN_PER_LIST`` a list."""
+    index = faiss.index_factory(dim, f"IVF{nlist},SQ8", faiss.METRIC_INNER_PRODUCT)  # already the IVF-SQ class
+    index.cp.max_points_per_centroid = IVF_TRAIN_PER_LIST
+    return index
 
 
 class DenseIndex:
@@ -70,8 +121,10 @@ class DenseIndex:
 
     Args:
         dim: vector dimension (384 for all-MiniLM-L6-v2).
-        kind: ``"flat"`` (exact) or ``"hnsw"`` (approximate; see the module docstring).
-        ef_search: HNSW candidate-list size at query time (ignored for flat).
+        kind: ``"flat"`` (exact), ``"hnsw"`` or ``"ivf-sq8"`` (approximate; see the module docstring). An
+            ivf-sq8 index is trained by its first :meth:`add` (its ``nlist`` is :func:`ivf_lists` of that size).
+        ef_search: HNSW candidate-list size at query time (HNSW only).
+        nprobe: IVF lists scanned per query (ivf-sq8 only; at most ``nlist``).
 
     Raises:
         ValueError: an unknown kind.
@@ -79,21 +132,28 @@ class DenseIndex:
 
     FILENAME = "dense.faiss"
 
-    def __init__(self, dim: int, kind: DenseKind = "flat", ef_search: int = HNSW_EF_SEARCH) -> None:
+    def __init__(self, dim: int, kind: DenseKind = "flat", ef_search: int = HNSW_EF_SEARCH,
+                 nprobe: int = IVF_NPROBE) -> None:
         self.dim = dim
         self.ef_search = ef_search
+        self.nprobe = nprobe
+        self._path: Path | None = None  # the file a memory-mapped (read-only) index views, else None
         if kind == "flat":
             self._index: faiss.Index = faiss.IndexFlatIP(dim)
         elif kind == "hnsw":
             hnsw = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
             hnsw.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
             self._index = hnsw
+        elif kind == "ivf-sq8":
+            self._index = _empty_ivf(dim, 1)  # replaced by a trained index on the first add
         else:
-            raise ValueError(f"kind must be 'flat' or 'hnsw', got {kind!r}")
+            raise ValueError(f"kind must be 'flat', 'hnsw' or 'ivf-sq8', got {kind!r}")
 
     @property
     def kind(self) -> DenseKind:
-        """``"hnsw"`` or ``"flat"``."""
+        """``"flat"``, ``"hnsw"`` or ``"ivf-sq8"``."""
+        if isinstance(self._index, faiss.IndexIVFScalarQuantizer):
+            return "ivf-sq8"
         return "hnsw" if isinstance(self._index, faiss.IndexHNSW) else "flat"
 
     @property
@@ -101,36 +161,122 @@ class DenseIndex:
         """Number of indexed vectors."""
         return int(self._index.ntotal)
 
+    @property
+    def nlist(self) -> int:
+        """IVF lists of an ivf-sq8 index (0 for the other kinds, and for an ivf-sq8 index not yet trained)."""
+        if not isinstance(self._index, faiss.IndexIVF) or not self._index.is_trained:
+            return 0
+        return int(self._index.nlist)
+
+    def describe(self) -> str:
+        """The kind and its search parameters in words, e.g. ``"ivf-sq8, nlist 1024, nprobe 48"``."""
+        if self.kind == "hnsw":
+            return f"hnsw, M {HNSW_M}, efSearch {self.ef_search}"
+        if self.kind == "ivf-sq8":
+            return f"ivf-sq8, nlist {self.nlist}, nprobe {min(self.nprobe, max(self.nlist, 1))}"
+        return "flat"
+
     def add(self, vectors: np.ndarray) -> None:
         """Append vectors: float32, shape ``(n, dim)``, L2-normalised; they get rows ``size .. size + n - 1``.
 
+        An ivf-sq8 index is trained here: by its first non-empty add (k-means over a sample of ``vectors``), and
+        again, over its own reconstructed vectors and the new ones, when the size reaches the retrain bound
+        (``IVF_RETRAIN_GROWTH``): the old rows are then quantised a second time, from their reconstructions
+        (:meth:`vectors`; tests/index/test_dense.py bounds the drift: mean component change < 3e-3).
+
         Raises:
             ValueError: wrong shape.
+            RuntimeError: the index is memory-mapped (read-only): extend a copy (:meth:`extended`).
         """
         if vectors.ndim != 2 or vectors.shape[1] != self.dim:
             raise ValueError(f"expected vectors of shape (n, {self.dim}), got {vectors.shape}")
-        if len(vectors):
-            self._index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+        if not len(vectors):
+            return
+        if self._path is not None:
+            raise RuntimeError("this index is memory-mapped (read-only); add to a copy from extended()")
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if self.kind == "ivf-sq8":
+            total = self.size + len(vectors)
+            if not self.nlist or ivf_lists(total) >= IVF_RETRAIN_GROWTH * self.nlist:
+                if self.size:
+                    vectors = np.concatenate([self.vectors(), vectors])
+                index = _empty_ivf(self.dim, ivf_lists(total))
+                index.train(vectors)
+                self._index = index
+        self._index.add(vectors)
 
-    def extended(self, vectors: np.ndarray) -> DenseIndex:
-        """A copy of this index (same kind and parameters; ``faiss.clone_index``) with ``vectors`` appended as rows
-        ``size ..``; this index is left as it is (it may be serving searches). For HNSW this inserts the new
-        vectors into the copied graph instead of building the graph again: an update that only adds passages.
+    def extended(self, vectors: np.ndarray, keep: np.ndarray | None = None) -> DenseIndex:
+        """A new index of the same kind and parameters holding this index's rows ``keep`` (int, in that order;
+        all rows when ``None``) as rows ``0 ..``, then ``vectors`` (float32, ``(n, dim)``, L2-normalised); this
+        index is left as it is (it may be serving searches).
+
+        - ivf-sq8: the kept rows' codes are copied list by list into a new index with the same centroids and
+          quantiser (nothing re-encoded, no k-means), then ``vectors`` are added (:meth:`add`; it retrains only
+          past the growth bound).
+        - hnsw, all rows kept: the graph is copied and the new vectors inserted into it; with ``keep``, the graph
+          is built again from the kept vectors (as a fresh index).
+        - flat: a fresh index of the kept vectors and the new ones.
 
         Raises:
             ValueError: wrong shape (as :meth:`add`).
         """
-        copy = DenseIndex(self.dim, ef_search=self.ef_search)
-        copy._index = faiss.clone_index(self._index)
+        copy = DenseIndex(self.dim, self.kind, ef_search=self.ef_search, nprobe=self.nprobe)
+        if self.kind == "ivf-sq8" and self.nlist:
+            copy._index = self._ivf_copy(keep)
+        elif self.kind == "hnsw" and keep is None:
+            copy._index = faiss.clone_index(self._index) if self._path is None else self._owned_copy()
+        else:
+            copy.add(self.vectors(keep))
         copy.add(vectors)
         return copy
+
+    def _owned_copy(self) -> faiss.Index:
+        """This memory-mapped index read again into memory (owned, so it can be added to)."""
+        assert self._path is not None
+        if self._path.exists():
+            return faiss.read_index(str(self._path))
+        return faiss.deserialize_index(faiss.serialize_index(self._index))  # the file is gone (an old version)
+
+    def _ivf_copy(self, keep: np.ndarray | None) -> faiss.IndexIVFScalarQuantizer:
+        """A new ivf-sq8 index with this one's centroids and quantiser holding the codes of rows ``keep``,
+        renumbered ``0 .. len(keep) - 1`` in that order (all rows when ``None``)."""
+        source = self._index
+        nlist, code_size = int(source.nlist), int(source.code_size)
+        out = _empty_ivf(self.dim, nlist)
+        out.quantizer.add(source.quantizer.reconstruct_n(0, nlist))
+        out.sq = source.sq
+        out.is_trained = True
+        if keep is None:
+            remap = np.arange(self.size, dtype=np.int64)
+        else:
+            keep = np.asarray(keep, dtype=np.int64)
+            if keep.size and (keep.min() < 0 or keep.max() >= self.size or np.unique(keep).size != keep.size):
+                raise ValueError(f"keep must hold distinct rows in 0..{self.size - 1}")
+            remap = np.full(self.size, -1, dtype=np.int64)
+            remap[keep] = np.arange(keep.size, dtype=np.int64)
+        lists, total = source.invlists, 0
+        for number in range(nlist):
+            length = lists.list_size(number)
+            if not length:
+                continue
+            ids = remap[faiss.rev_swig_ptr(lists.get_ids(number), length)]
+            codes = faiss.rev_swig_ptr(lists.get_codes(number), length * code_size).reshape(length, code_size)
+            kept = ids >= 0
+            ids, codes = np.ascontiguousarray(ids[kept]), np.ascontiguousarray(codes[kept])
+            if len(ids):
+                out.invlists.add_entries(number, len(ids), faiss.swig_ptr(ids), faiss.swig_ptr(codes))
+                total += len(ids)
+        out.ntotal = total
+        return out
 
     def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[Hit]:
         """Top-``k`` passages by inner product with ``query`` (float32, shape ``(dim,)``, L2-normalised).
 
         Args:
-            allowed: optional boolean mask of shape ``(size,)``: only those rows are searched (FAISS ID selector),
-                so filters apply inside the search, not after it.
+            allowed: optional boolean mask of shape ``(size,)``: only those rows are searched (a FAISS bitmap ID
+                selector), so filters apply inside the search, not after it. ivf-sq8 scans ``nprobe / f`` lists
+                (at most all) when a fraction ``f`` of the rows is allowed, so a filtered search meets about as
+                many allowed vectors as an unfiltered one.
 
         Returns:
             Hits sorted by descending score; FAISS's ``-1`` padding (fewer than ``k`` vectors) is never returned.
@@ -138,26 +284,44 @@ class DenseIndex:
         if self.size == 0 or k <= 0:
             return []
         k = min(k, self.size)
-        selector = None
+        selector = bitmap = None
+        fraction = 1.0
         if allowed is not None:
-            ids = np.flatnonzero(allowed).astype(np.int64)
-            if ids.size == 0:
+            allowed = np.asarray(allowed, dtype=bool)
+            count = int(np.count_nonzero(allowed))
+            if count == 0:
                 return []
-            selector = faiss.IDSelectorBatch(ids)
-        if self.kind == "hnsw":
+            fraction = count / self.size
+            bitmap = np.packbits(allowed, bitorder="little")  # bit i of byte i // 8 is row i, as FAISS reads it
+            selector = faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bitmap))
+        kind = self.kind
+        if kind == "hnsw":
             params = faiss.SearchParametersHNSW(efSearch=max(self.ef_search, k), sel=selector)
+        elif kind == "ivf-sq8":
+            nprobe = min(self.nlist, math.ceil(self.nprobe / fraction))
+            params = faiss.SearchParametersIVF(nprobe=max(nprobe, 1), sel=selector)
         else:
             params = faiss.SearchParameters(sel=selector) if selector is not None else None
         with omp_threads(SEARCH_THREADS):
             scores, rows = self._index.search(query.reshape(1, -1).astype(np.float32), k, params=params)
+        del bitmap  # the selector reads it during the search only
         return [Hit(row, score) for row, score in zip(rows[0].tolist(), scores[0].tolist()) if row >= 0]
 
     def vectors(self, rows: np.ndarray | None = None) -> np.ndarray:
-        """Stored vectors: float32, shape ``(len(rows), dim)`` (all ``(size, dim)`` when ``rows`` is ``None``)."""
+        """Stored vectors: float32, shape ``(len(rows), dim)`` (all ``(size, dim)`` when ``rows`` is ``None``).
+
+        ivf-sq8 stores 8-bit codes: these are their reconstructions (centroid + decoded residual), typically
+        ~1e-3 from the vectors added per component (a component outside the range seen in training is clamped to
+        it). Added back to the same index, ~99% of them get the very same codes (the rest fall in a neighbouring
+        list and are encoded afresh, cosine >= 0.99 to before), so reusing them does not drift. The first call
+        with ``rows`` builds FAISS's row -> (list, offset) map (8 B a row; searches do not read it).
+        """
         if self.size == 0 or (rows is not None and len(rows) == 0):
             return np.zeros((0, self.dim), dtype=np.float32)
         if rows is None:
             return self._index.reconstruct_n(0, self.size)
+        if self.kind == "ivf-sq8" and self._index.direct_map.type == faiss.DirectMap.NoMap:
+            self._index.make_direct_map()
         return self._index.reconstruct_batch(np.ascontiguousarray(rows, dtype=np.int64))  # only the rows asked for
 
     def save(self, directory: Path) -> None:
@@ -165,10 +329,14 @@ class DenseIndex:
         faiss.write_index(self._index, str(directory / self.FILENAME))
 
     @classmethod
-    def load(cls, directory: Path, mmap: bool = True, ef_search: int = HNSW_EF_SEARCH) -> DenseIndex:
-        """Read ``dense.faiss`` (memory-mapped when ``mmap``); the kind is read from the file."""
-        flags = faiss.IO_FLAG_MMAP if mmap else 0
-        raw = faiss.read_index(str(directory / cls.FILENAME), flags)
-        index = cls(raw.d, ef_search=ef_search)
+    def load(cls, directory: Path, mmap: bool = True, ef_search: int = HNSW_EF_SEARCH,
+             nprobe: int = IVF_NPROBE) -> DenseIndex:
+        """Read ``dense.faiss``; the kind is read from the file. With ``mmap`` the index views the file
+        (``faiss.IO_FLAG_MMAP_IFC``: nothing copied, opening takes milliseconds) and is read-only: :meth:`add`
+        raises, :meth:`extended` copies it."""
+        path = directory / cls.FILENAME
+        raw = faiss.read_index(str(path), faiss.IO_FLAG_MMAP_IFC if mmap else 0)
+        index = cls(raw.d, ef_search=ef_search, nprobe=nprobe)
         index._index = raw
+        index._path = path if mmap else None
         return index

@@ -52,7 +52,7 @@ class EmbeddedBackend(BackendBase):
         open_retriever: makes the retriever for a loaded version (carries the fusion settings).
         embedder: encoder for new passages (may be a caching wrapper); the retriever has its own for queries.
         chunker, config: as the live index was built with.
-        dense_kind: ``"auto"``, ``"flat"`` or ``"hnsw"`` for versions this backend writes.
+        dense_kind: ``"auto"``, ``"flat"``, ``"hnsw"`` or ``"ivf-sq8"`` for versions this backend writes.
         on_swap: called with each new snapshot after a write (e.g. to update metrics).
     """
 

@@ -11,8 +11,9 @@ RetrievalMode = Literal["hybrid", "bm25", "dense"]
 FusionMethod = Literal["bounded", "rrf", "weighted"]
 #: BM25 variants bm25s implements (Kamphuis et al., ECIR 2020, name them): ``lucene`` is the default.
 BM25Method = Literal["lucene", "robertson", "atire", "bm25l", "bm25+"]
-#: FAISS layout asked for: ``flat`` (exact), ``hnsw``, or ``auto`` (chosen by corpus size, :func:`citerag.index.dense.choose_kind`).
-DenseSetting = Literal["auto", "flat", "hnsw"]
+#: FAISS layout asked for: ``flat`` (exact), ``hnsw``, ``ivf-sq8`` (inverted lists of 8-bit codes), or ``auto``
+#: (chosen by corpus size, :func:`citerag.index.dense.choose_kind`).
+DenseSetting = Literal["auto", "flat", "hnsw", "ivf-sq8"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,7 +77,9 @@ class Settings(BaseSettings):
         "backend cannot run bounded: it falls back to rrf, with a warning and stats()['fusion_fallback'].",
     )
     dense_index: DenseSetting = Field(
-        "auto", description="FAISS index: flat (exact), hnsw (approximate), or auto: flat below 50,000 passages."
+        "auto",
+        description="FAISS index: flat (exact), hnsw or ivf-sq8 (approximate; ivf-sq8 stores 8-bit codes, ~392 B a "
+        "passage), or auto: flat below 50,000 passages, hnsw below 200,000, ivf-sq8 from there.",
     )
     verify_in_background: bool = Field(
         True, description="After start, hash every index file in full in the background (the start itself checks each "

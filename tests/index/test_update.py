@@ -128,7 +128,7 @@ def test_searches_during_writes_see_the_old_or_the_new_corpus_never_a_mix(built)
 def test_the_dense_index_kind_follows_the_size_threshold(built) -> None:
     assert choose_kind(49_999) == "flat" and choose_kind(50_000) == "hnsw"
     assert choose_kind(10, "hnsw") == "hnsw" and choose_kind(10**7, "flat") == "flat"
-    with pytest.raises(ValueError, match="'auto', 'flat' or 'hnsw'"):
+    with pytest.raises(ValueError, match="'auto', 'flat', 'hnsw' or 'ivf-sq8'"):
         choose_kind(10, "ivf")
     store, embedder, chunker, config = built
     write_index(store, embedder, chunker, config, [NEW], options=WriteOptions(dense_kind="hnsw"))
@@ -178,6 +178,28 @@ def test_an_update_that_only_adds_inserts_into_a_copy_of_the_live_hnsw_graph(bui
     assert after.dense.kind == "hnsw" and after.dense.size == before.dense.size + 1
     np.testing.assert_array_equal(after.dense.vectors()[: before.dense.size], before.dense.vectors())
     assert before.dense.size == len(before.passages)  # the live version was left as it was
+
+
+def test_ivf_sq8_updates_copy_the_kept_codes_whether_rows_are_added_or_removed(built) -> None:
+    store, embedder, chunker, config = built
+    ivf = WriteOptions(dense_kind="ivf-sq8")
+    write_index(store, embedder, chunker, config, [NEW], options=ivf)  # the kind changes: built (trained) afresh
+    first = store.load()
+    assert first.dense.kind == "ivf-sq8" and first.dense.nlist >= 1 and first.dense.size == len(first.passages)
+    other = make_document("Blorp sampling speeds up diffusion models.", "Blorp", "new-2")
+    write_index(store, embedder, chunker, config, [other], options=ivf)  # adds only: codes copied, one vector added
+    added = store.load()
+    assert added.dense.kind == "ivf-sq8" and added.dense.size == first.dense.size + 1 == len(added.passages)
+    assert added.dense.nlist == first.dense.nlist
+    np.testing.assert_array_equal(added.dense.vectors()[: first.dense.size], first.dense.vectors())
+    write_index(store, embedder, chunker, config, deletes=[EDEN], options=ivf)  # removes: the kept rows' codes copied
+    removed = store.load()
+    kept = [row for row, p in enumerate(added.passages) if p.doc_id != EDEN]
+    assert removed.dense.size == len(kept) == len(removed.passages) < len(added.passages)
+    assert removed.dense.nlist == added.dense.nlist
+    np.testing.assert_array_equal(removed.dense.vectors(), added.dense.vectors(np.array(kept)))
+    hits = Retriever(removed, embedder).search("Zorblax quantisation halves the memory", k=3, mode="dense")
+    assert "new-1" in [hit.passage.doc_id for hit in hits]
 
 
 def test_corpus_tokens_select_and_extend_round_trip(tmp_path: Path) -> None:
