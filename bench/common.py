@@ -38,7 +38,7 @@ SEED_CORPUS = PROJECT_ROOT / "data" / "icml2026"  # the 38 shipped abstracts
 CACHE_DIR = PROJECT_ROOT / ".citerag-bench"  # git-ignored: embeddings and bench indexes
 RESULTS = PROJECT_ROOT / "bench" / "RESULTS.md"
 EMBED_STEP = 2048  # passages embedded (and written to the cache) at a time
-BENCH_INDEX_FORMAT = 2  # bumped when an index version's files change (2: BM25 tokens kept), so bench indexes are remade
+BENCH_INDEX_FORMAT = 3  # bumped when an index version's files change (2: BM25 tokens kept; 3: Arrow tables), so bench indexes are remade
 
 
 # --- command line ------------------------------------------------------------------------------------------------

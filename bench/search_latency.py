@@ -80,6 +80,10 @@ class Raw:
         self.faiss = faiss.read_index(str(path / DenseIndex.FILENAME), faiss.IO_FLAG_MMAP)
         if isinstance(self.faiss, faiss.IndexHNSW):
             self.faiss.hnsw.efSearch = ef_search
+        if isinstance(self.faiss, faiss.IndexIVF):  # citerag's lists scanned per query
+            from citerag.index.dense import IVF_NPROBE
+
+            self.faiss.nprobe = IVF_NPROBE
 
     def token_ids(self, query: str) -> list[int]:
         return self.bm25.get_tokens_ids(tokenize(query))
@@ -223,8 +227,9 @@ def recall_sweep(raw: Raw, flat: faiss.Index, vectors: np.ndarray, queries: np.n
 
 def raw_build_seconds(texts: list[str], copies: int, vectors: np.ndarray, config: IndexConfig) -> dict[str, float]:
     """Seconds the raw libraries take to index the replicated set: bm25s ``index`` over citerag's tokens (the
-    distinct texts tokenised once, the lists repeated ``copies`` times) and FAISS ``add`` into an empty HNSW32
-    (citerag's M and efConstruction) and flat index."""
+    distinct texts tokenised once, the lists repeated ``copies`` times), FAISS ``add`` into an empty HNSW32
+    (citerag's M and efConstruction) and flat index, and a raw ``IVF<nlist>,SQ8`` (``faiss.index_factory``, the
+    same nlist and training sample size as citerag's ivf-sq8): ``train`` + ``add``."""
     started = time.perf_counter()
     tokens = tokenize_many(texts) * copies
     out = {f"citerag tokenize of the {len(texts):,} distinct texts": time.perf_counter() - started}
@@ -240,6 +245,15 @@ def raw_build_seconds(texts: list[str], copies: int, vectors: np.ndarray, config
         dense.add(vectors)
         out[f"raw FAISS {kind} add"] = time.perf_counter() - started
         del dense
+    from citerag.index.dense import IVF_TRAIN_PER_LIST, ivf_lists
+
+    nlist = ivf_lists(len(vectors))
+    started = time.perf_counter()
+    ivf = faiss.index_factory(vectors.shape[1], f"IVF{nlist},SQ8", faiss.METRIC_INNER_PRODUCT)
+    ivf.cp.max_points_per_centroid = IVF_TRAIN_PER_LIST
+    ivf.train(vectors)
+    ivf.add(vectors)
+    out[f"raw FAISS IVF{nlist},SQ8 train + add"] = time.perf_counter() - started
     return out
 
 
@@ -294,7 +308,7 @@ def main() -> None:
     p.add_argument("--replicate-to", type=int, default=1_000_000, help="passages of the replicated set")
     p.add_argument("--queries", type=int, default=200, help="title queries (seed 0)")
     p.add_argument("--ef-search", default="32,64,128,256,512", help="efSearch values for the HNSW recall sweep")
-    p.add_argument("--replicated-kind", choices=("auto", "flat", "hnsw"), default="auto",
+    p.add_argument("--replicated-kind", choices=("auto", "flat", "hnsw", "ivf-sq8"), default="auto",
                    help="FAISS index kind of the replicated set (auto: HNSW from 50,000 passages, as the service)")
     p.add_argument("--embed-only", action="store_true", help="only chunk and embed the abstracts into the cache")
     p.add_argument("--no-startup", action="store_true", help="skip the service start-up measurement")
@@ -446,13 +460,13 @@ def hnsw_extras(args, index: LoadedIndex, raw: Raw, query_vectors: np.ndarray, p
     n = index.dense.size
     hnsw_bytes = (path / DenseIndex.FILENAME).stat().st_size
     bm25_bytes = sum(f.stat().st_size for f in (path / "bm25").iterdir())
-    jsonl_bytes = sum((path / f).stat().st_size for f in ("passages.jsonl", "documents.jsonl"))
+    jsonl_bytes = sum((path / f).stat().st_size for f in ("passages.arrow", "documents.arrow"))
     memory = markdown_table(["structure", "bytes per passage", "total MiB"], [
         ["FAISS flat (IndexFlatIP, 384-d float32)", f"{4 * storage.d}", f"{4 * storage.d * n / 2**20:,.0f} "
          f"(RSS grew {flat_mb:,.0f} MiB on add)"],
         ["FAISS HNSW32 (dense.faiss file: vectors + graph)", f"{hnsw_bytes / n:,.0f}", f"{hnsw_bytes / 2**20:,.0f}"],
         ["bm25s arrays (bm25/ files)", f"{bm25_bytes / n:,.0f}", f"{bm25_bytes / 2**20:,.0f}"],
-        ["passages.jsonl + documents.jsonl", f"{jsonl_bytes / n:,.0f}", f"{jsonl_bytes / 2**20:,.0f}"],
+        ["passages.arrow + documents.arrow", f"{jsonl_bytes / n:,.0f}", f"{jsonl_bytes / 2**20:,.0f}"],
     ])
     chosen = next((ef for ef in ef_values if recalls[ef] >= 0.95), None)
     sweep_note = (
