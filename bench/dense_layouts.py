@@ -24,7 +24,8 @@ one OpenMP thread (as citerag searches), after 5 untimed queries. Built files an
 
 Layouts (``--layouts``): ``hnsw32`` (today's ``IndexHNSWFlat``, M 32, efConstruction 80), ``hnsw32-sq8``
 (``IndexHNSWSQ``, QT_8bit), ``ivf<K>-sq8`` (``IVF<K>,SQ8`` = ``IndexIVFScalarQuantizer``, QT_8bit, by residual, flat
-coarse quantizer, k-means on ``TRAIN_PER_LIST * K`` sampled vectors), ``ivf<K>-pq<M>`` (``IVF<K>,PQ<M>``) and
+coarse quantizer, k-means on ``TRAIN_PER_LIST * K`` sampled vectors, FAISS's 10 iterations for IVF; ``-i<N>``: N
+iterations, ``-t<N>``: N sampled vectors a list, e.g. ``ivf4096-sq8-i5-t39``), ``ivf<K>-pq<M>`` (``IVF<K>,PQ<M>``) and
 ``citerag`` (``citerag.index.dense.DenseIndex`` with the kind ``choose_kind`` gives at this size, built and searched
 through citerag's own calls, to compare with the raw FAISS layout of the same parameters).
 """
@@ -55,7 +56,7 @@ from bench.common import (
     rss_mb,
     sample_titles,
 )
-from citerag.index.dense import DenseIndex, choose_kind, omp_threads
+from citerag.index.dense import IVF_TRAIN_PER_LIST, DenseIndex, choose_kind, ivf_lists, omp_threads
 
 K_VALUES = (10, 100)  # Recall@10 (the target) and @100 (citerag's candidate depth, settings.candidates)
 RECALL_EPS = 1e-5  # as bench/search_latency.py: ties (copies) count
@@ -136,9 +137,11 @@ def make_index(layout: str, dim: int) -> faiss.Index:
         index = faiss.IndexHNSWFlat(dim, 32, ip)
     elif layout == "hnsw32-sq8":
         index = faiss.IndexHNSWSQ(dim, faiss.ScalarQuantizer.QT_8bit, 32, ip)
-    elif m := re.fullmatch(r"ivf(\d+)-(sq8|pq\d+)", layout):
+    elif m := re.fullmatch(r"ivf(\d+)-(sq8|pq\d+)(?:-i(\d+))?(?:-t(\d+))?", layout):
         index = faiss.index_factory(dim, f"IVF{m[1]},{m[2].upper()}", ip)
-        faiss.extract_index_ivf(index).cp.max_points_per_centroid = TRAIN_PER_LIST
+        ivf = faiss.extract_index_ivf(index)
+        ivf.cp.max_points_per_centroid = int(m[4] or TRAIN_PER_LIST)
+        ivf.cp.niter = int(m[3] or ivf.cp.niter)
         return index
     else:
         raise ValueError(f"unknown layout {layout!r}")
@@ -244,6 +247,40 @@ def flat_row(queries: np.ndarray, x: np.ndarray) -> list[str]:
     return ["-", "1.000", "1.000", *out]
 
 
+def build_rounds(x: np.ndarray, rounds: int) -> list[list[str]]:
+    """citerag's build (``DenseIndex(dim, choose_kind(n)).add(x)``) against the raw FAISS calls with the same
+    parameters (index_factory, train, add), alternating which goes first, ``rounds`` times each; nothing is saved.
+
+    Returns:
+        Table rows: round, raw s, citerag s, ratio, load average after the round.
+    """
+    kind = choose_kind(len(x))
+    if kind != "ivf-sq8":
+        return []
+    raw_layout = f"ivf{ivf_lists(len(x))}-sq8-t{IVF_TRAIN_PER_LIST}"
+
+    def raw() -> None:
+        index = make_index(raw_layout, x.shape[1])
+        index.train(x)
+        index.add(x)
+
+    def ours() -> None:
+        DenseIndex(x.shape[1], kind).add(x)
+
+    rows = []
+    for round_number in range(rounds):
+        seconds = {}
+        for name, call in [("raw", raw), ("citerag", ours)][:: 1 if round_number % 2 == 0 else -1]:
+            gc.collect()
+            started = time.perf_counter()
+            call()
+            seconds[name] = time.perf_counter() - started
+        rows.append([str(round_number + 1), raw_layout, fmt(seconds["raw"], 1), fmt(seconds["citerag"], 1),
+                     fmt(seconds["citerag"] / seconds["raw"]), load_average()])
+        print(rows[-1], flush=True)
+    return rows
+
+
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=1_000_000, help="passages: ceil(n / 60,681) copies (default: 17 copies)")
@@ -256,6 +293,8 @@ def main() -> None:
     p.add_argument("--work", type=Path, default=CACHE_DIR / "dense-layouts", help="where built files are kept")
     p.add_argument("--rebuild", action="store_true", help="build every layout again (else reuse built files)")
     p.add_argument("--no-flat", action="store_true", help="skip timing exact search")
+    p.add_argument("--build-rounds", type=int, default=0,
+                   help="also time citerag's build against the raw FAISS calls, alternating, this many rounds each")
     args = p.parse_args()
     shared = require_shared(args.shared)
     args.work.mkdir(parents=True, exist_ok=True)
@@ -269,6 +308,7 @@ def main() -> None:
     loads = [load_average()]
     search_rows: list[list[str]] = []
     build_rows: list[list[str]] = []
+    ratio_rows: list[list[str]] = []
     n = 0
     for variant in [v.strip() for v in args.variants.split(",") if v.strip()]:
         x = corpus(base, args.n, variant, args.noise)
@@ -310,6 +350,8 @@ def main() -> None:
             gc.collect()
             print(markdown_table(["variant", "layout", "param", "R@10", "R@100", "p50", "p99", "p50", "p99"],
                                  search_rows[-len(params):]), flush=True)
+        if args.build_rounds:
+            ratio_rows += [[label, *row] for row in build_rounds(x, args.build_rounds)]
         del x
         gc.collect()
 
@@ -319,6 +361,13 @@ def main() -> None:
     table += "\n\n### Build, size and open time\n\n" + markdown_table(
         ["variant", "layout", "train s", "add s", "build s", "bytes / passage", "file MiB", "open s (read)",
          "RSS MiB (read)", "open s (mmap)", "RSS MiB (mmap)", "built", "load at build"], build_rows)
+    if ratio_rows:
+        ratios = [float(row[5]) for row in ratio_rows]
+        header = ["variant", "round", "raw layout", "raw FAISS s", "citerag s", "ratio", "load after"]
+        table += ("\n\n### citerag build vs the raw FAISS calls (same parameters, alternating, nothing saved)\n\n"
+                  + markdown_table(header, ratio_rows)
+                  + f"\n\n- ratio citerag / raw: median {np.median(ratios):.2f}, "
+                  f"range {min(ratios):.2f}-{max(ratios):.2f}")
     notes = [
         f"{n:,} passages ({-(-args.n // len(base))} copies of the {len(base):,} abstract passages, 384-d MiniLM, "
         f"L2-normalised, inner product); {len(queries)} title queries (seed 0), one at a time, one OpenMP thread.",
