@@ -366,8 +366,9 @@ def bench_index(
 
 class BenchIndexes:
     """Builds (or reuses) the bench indexes with the service's settings and encoder, embedding through the
-    project's :class:`~citerag.index.embed_cache.CachedEmbedder` (under ``.citerag-bench/embeddings``), so each distinct
-    passage is encoded once across runs and sizes.
+    project's :class:`~citerag.index.embed_cache.CachedEmbedder` in the service's own cache
+    (``<cache_dir>/embeddings``, what ``citerag index`` fills), so each distinct passage is encoded once across runs,
+    sizes and the service.
 
     Attributes:
         settings, embedder, config, chunker: as ``citerag index`` would use them.
@@ -385,7 +386,7 @@ class BenchIndexes:
         self.embedder_load_s = time.perf_counter() - started  # torch import + model load, in seconds
         self.config = index_config(self.settings, self.embedder)
         self.chunker = make_chunker(self.settings, self.embedder)
-        self.cache = CachedEmbedder(self.embedder, CACHE_DIR / "embeddings")
+        self.cache = CachedEmbedder(self.embedder, self.settings.cache_dir / "embeddings")
 
     def embedded(self, documents: Sequence[Document]) -> tuple[list[Passage], np.ndarray, dict[str, float]]:
         """``(passages, vectors, {"chunking": seconds})`` of ``documents``; vectors float32 ``(n, dim)``."""
