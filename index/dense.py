@@ -18,7 +18,7 @@ from typing import Literal
 import faiss
 import numpy as np
 
-from citerag.index.types import DenseSetting, Hit
+from citerag.index.types import DenseSetting, Hit, Ranking
 
 DenseKind = Literal["flat", "hnsw"]
 HNSW_M = 32  # graph degree (FAISS default for IndexHNSWFlat is 32)
@@ -65,6 +65,22 @@ def choose_kind(n_passages: int, setting: DenseSetting = "auto", threshold: int 
     return "hnsw" if n_passages >= threshold else "flat"
 
 
+class RowSelector:
+    """The rows a boolean mask marks, as a FAISS ``IDSelectorBitmap`` (bit ``i`` of the little-endian packed mask is
+    row ``i``), for filtered searches; the same rows as ``IDSelectorBatch(np.flatnonzero(mask))``, without building a
+    hash set of every allowed row each query.
+
+    Attributes:
+        empty: no row is allowed (a search returns nothing).
+        faiss: the selector (it reads the bitmap this object keeps alive).
+    """
+
+    def __init__(self, allowed: np.ndarray) -> None:
+        self._bitmap = np.packbits(np.asarray(allowed, dtype=bool), bitorder="little")
+        self.empty = not self._bitmap.any()
+        self.faiss = faiss.IDSelectorBitmap(self._bitmap)
+
+
 class DenseIndex:
     """A FAISS index over passage vectors (row i == passage i).
 
@@ -82,6 +98,7 @@ class DenseIndex:
     def __init__(self, dim: int, kind: DenseKind = "flat", ef_search: int = HNSW_EF_SEARCH) -> None:
         self.dim = dim
         self.ef_search = ef_search
+        self._params: dict[int, faiss.SearchParametersHNSW] = {}
         if kind == "flat":
             self._index: faiss.Index = faiss.IndexFlatIP(dim)
         elif kind == "hnsw":
@@ -135,22 +152,58 @@ class DenseIndex:
         Returns:
             Hits sorted by descending score; FAISS's ``-1`` padding (fewer than ``k`` vectors) is never returned.
         """
-        if self.size == 0 or k <= 0:
-            return []
-        k = min(k, self.size)
-        selector = None
+        return self.top(query, k, allowed).hits()
+
+    def selector(self, allowed: np.ndarray) -> RowSelector:
+        """The FAISS selector of the rows ``allowed`` marks (boolean, shape ``(size,)``), to pass to :meth:`top`
+        with that mask: build it once per filter, not per query (a bitmap, ``size / 8`` bytes)."""
+        return RowSelector(allowed)
+
+    def top(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None,
+            selector: RowSelector | None = None) -> Ranking:
+        """:meth:`search` as a :class:`~citerag.index.types.Ranking` (rows int64, scores float32).
+
+        Args:
+            selector: :meth:`selector` of ``allowed``, when the caller keeps one; else it is built for this call.
+        """
+        size = self._index.ntotal
+        if size == 0 or k <= 0:
+            return Ranking.empty()
+        k = min(k, size)
         if allowed is not None:
-            ids = np.flatnonzero(allowed).astype(np.int64)
-            if ids.size == 0:
-                return []
-            selector = faiss.IDSelectorBatch(ids)
-        if self.kind == "hnsw":
-            params = faiss.SearchParametersHNSW(efSearch=max(self.ef_search, k), sel=selector)
+            selector = selector or RowSelector(allowed)
+            if selector.empty:
+                return Ranking.empty()
+        sel = selector.faiss if allowed is not None else None
+        if isinstance(self._index, faiss.IndexHNSW):
+            ef = max(self.ef_search, k)
+            params = faiss.SearchParametersHNSW(efSearch=ef, sel=sel) if sel is not None else self._hnsw_params(ef)
         else:
-            params = faiss.SearchParameters(sel=selector) if selector is not None else None
-        with omp_threads(SEARCH_THREADS):
-            scores, rows = self._index.search(query.reshape(1, -1).astype(np.float32), k, params=params)
-        return [Hit(row, score) for row, score in zip(rows[0].tolist(), scores[0].tolist()) if row >= 0]
+            params = faiss.SearchParameters(sel=sel) if sel is not None else None
+        query = np.ascontiguousarray(query, dtype=np.float32).reshape(1, -1)
+        previous = faiss.omp_get_max_threads()  # as omp_threads(SEARCH_THREADS), without a generator per query
+        if previous != SEARCH_THREADS:
+            faiss.omp_set_num_threads(SEARCH_THREADS)
+        try:
+            scores, rows = self._index.search(query, k, params=params)
+        finally:
+            if previous != SEARCH_THREADS:
+                faiss.omp_set_num_threads(previous)
+        rows, scores = rows[0], scores[0]
+        keep = rows >= 0  # FAISS pads with -1 when fewer than k rows can be returned
+        if not keep.all():
+            rows, scores = rows[keep], scores[keep]
+        return Ranking(rows.astype(np.int64, copy=False), scores)
+
+    def _hnsw_params(self, ef_search: int) -> faiss.SearchParametersHNSW:
+        """Unfiltered HNSW search parameters for ``ef_search``, made once (FAISS only reads them)."""
+        params = self._params.get(ef_search)
+        if params is None:
+            params = faiss.SearchParametersHNSW(efSearch=ef_search)
+            if len(self._params) >= 16:
+                self._params.clear()
+            self._params[ef_search] = params
+        return params
 
     def vectors(self, rows: np.ndarray | None = None) -> np.ndarray:
         """Stored vectors: float32, shape ``(len(rows), dim)`` (all ``(size, dim)`` when ``rows`` is ``None``)."""
