@@ -41,7 +41,9 @@ def fold(text: str) -> str:
         out = _BARE_CMD.sub(r"\1", out)
         out = _MARKUP.sub("", out)
     out = unicodedata.normalize("NFKC", out)
-    return _SPACES.sub(" ", out).strip()
+    if "  " in out or not out.isprintable():  # whitespace other than single spaces (any other is unprintable)
+        out = _SPACES.sub(" ", out)
+    return out.strip()
 
 
 # A sentence ends at . ! or ? (optionally followed by a closing quote/bracket) before whitespace and a character

@@ -304,7 +304,8 @@ def test_the_hit_list_forms_return_what_they_returned(retrievers) -> None:
 
 TEXTS = st.text(st.characters(exclude_categories=("Cs",)), max_size=300)
 MARKUP = st.sampled_from([r"\textbf{x}", "$a_1$", "**b**", "__c__", "`d`", r"\href{u}{e}", "{f}", r"\%", "＄", "＼x",
-                          "GP-EquiFlow", "naïve", "检索增强", "–", "ﬁ", "V₁", " \t\n"])
+                          "GP-EquiFlow", "naïve", "检索增强", "–", "ﬁ", "V₁", " \t\n", "  ", "\xa0", "\u2009", "\u3000",
+                          "\x1c", "\u2028", " "])
 
 
 @settings(max_examples=300, deadline=None)
@@ -313,6 +314,14 @@ def test_fold_and_tokenize_are_unchanged(text: str) -> None:
     assert fold(text) == _old_fold(text)
     assert tok.tokenize(text) == _old_tokenize(text)
     assert tok.tokenize_folded(fold(text)) == _old_tokenize(text)
+
+
+def test_fold_collapses_whitespace_only_when_it_can_change() -> None:
+    """fold skips the whitespace pass for a printable text without double spaces: every other character ``\\s``
+    matches is unprintable (checked over every code point of this Python's Unicode database)."""
+    spaces = text_module._SPACES
+    assert [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF and chr(c) != " " and chr(c).isprintable()
+            and spaces.fullmatch(chr(c))] == []
 
 
 def test_tokenize_is_unchanged_on_the_corpus_and_the_scripts() -> None:
