@@ -126,18 +126,15 @@ def _summed(runs: Sequence[Ranking], shares: Sequence[np.ndarray], top_k: int) -
     """
     if not any(len(run) for run in runs):
         return Ranking.empty()
+    # Few numpy calls on a few hundred values: each costs several microseconds when a search has just evicted the
+    # caches (numpy 2.4's np.unique alone took ~35 us here), so the union is found by one sort and a binary search.
     rows = np.concatenate([run.rows for run in runs]).astype(np.int64, copy=False)
-    n = rows.size
-    # Rows sorted, equal rows kept in run order: one np.sort of row * n + position. On a few hundred rows numpy 2.4's
-    # np.unique took ~10x and a stable argsort ~2.5x the time of np.sort here, and this runs once per hybrid search.
-    keys = rows * n + np.arange(n)
-    keys.sort()
-    position, sorted_rows = keys % n, keys // n
-    first = np.empty(n, dtype=bool)
-    first[0] = True
-    np.not_equal(sorted_rows[1:], sorted_rows[:-1], out=first[1:])
-    union = sorted_rows[first]
+    ordered = np.sort(rows)
+    distinct = np.empty(rows.size, dtype=bool)
+    distinct[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=distinct[1:])
+    union = ordered[distinct]  # ascending
     fused = np.zeros(union.size, dtype=np.float64)
-    np.add.at(fused, np.cumsum(first) - 1, np.concatenate(shares)[position])
-    best = np.lexsort((union, -fused))[:top_k]
+    np.add.at(fused, np.searchsorted(union, rows), np.concatenate(shares))
+    best = np.argsort(-fused, kind="stable")[:top_k]  # stable over ascending rows: ties keep the lower row first
     return Ranking(union[best], fused[best])
