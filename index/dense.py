@@ -33,7 +33,7 @@ from typing import Literal
 import faiss
 import numpy as np
 
-from citerag.index.types import DenseSetting, Hit
+from citerag.index.types import DenseSetting, Hit, Ranking
 
 DenseKind = Literal["flat", "hnsw", "ivf-sq8"]
 KINDS: tuple[DenseKind, ...] = ("flat", "hnsw", "ivf-sq8")
@@ -125,6 +125,25 @@ def _empty_ivf(dim: int, nlist: int) -> faiss.IndexIVFScalarQuantizer:
     return index
 
 
+class RowSelector:
+    """The rows a boolean mask marks, as a FAISS ``IDSelectorBitmap`` (bit ``i`` of the little-endian packed mask is
+    row ``i``), for filtered searches; the same rows as ``IDSelectorBatch(np.flatnonzero(mask))``, without building a
+    hash set of every allowed row each query.
+
+    Attributes:
+        empty: no row is allowed (a search returns nothing).
+        faiss: the selector (it reads the bitmap this object keeps alive).
+    """
+
+    def __init__(self, allowed: np.ndarray) -> None:
+        allowed = np.asarray(allowed, dtype=bool)
+        self._bitmap = np.packbits(allowed, bitorder="little")
+        self.allowed = int(np.count_nonzero(allowed))
+        """How many rows are allowed."""
+        self.empty = self.allowed == 0
+        self.faiss = faiss.IDSelectorBitmap(self._bitmap)
+
+
 class DenseIndex:
     """A FAISS index over passage vectors (row i == passage i).
 
@@ -147,6 +166,7 @@ class DenseIndex:
         self.ef_search = ef_search
         self.nprobe = nprobe
         self._path: Path | None = None  # the file a memory-mapped (read-only) index views, else None
+        self._params: dict[int, faiss.SearchParametersHNSW] = {}
         if kind == "flat":
             self._index: faiss.Index = faiss.IndexFlatIP(dim)
         elif kind == "hnsw":
@@ -290,31 +310,64 @@ class DenseIndex:
         Returns:
             Hits sorted by descending score; FAISS's ``-1`` padding (fewer than ``k`` vectors) is never returned.
         """
-        if self.size == 0 or k <= 0:
-            return []
-        k = min(k, self.size)
-        selector = bitmap = None
-        fraction = 1.0
+        return self.top(query, k, allowed).hits()
+
+    def selector(self, allowed: np.ndarray) -> RowSelector:
+        """The FAISS selector of the rows ``allowed`` marks (boolean, shape ``(size,)``), to pass to :meth:`top`
+        with that mask: build it once per filter, not per query (a bitmap, ``size / 8`` bytes)."""
+        return RowSelector(allowed)
+
+    def top(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None,
+            selector: RowSelector | None = None) -> Ranking:
+        """:meth:`search` as a :class:`~citerag.index.types.Ranking` (rows int64, scores float32).
+
+        Args:
+            selector: :meth:`selector` of ``allowed``, when the caller keeps one; else it is built for this call.
+        """
+        size = self._index.ntotal
+        if size == 0 or k <= 0:
+            return Ranking.empty()
+        k = min(k, size)
         if allowed is not None:
-            allowed = np.asarray(allowed, dtype=bool)
-            count = int(np.count_nonzero(allowed))
-            if count == 0:
-                return []
-            fraction = count / self.size
-            bitmap = np.packbits(allowed, bitorder="little")  # bit i of byte i // 8 is row i, as FAISS reads it
-            selector = faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bitmap))
-        kind = self.kind
-        if kind == "hnsw":
-            params = faiss.SearchParametersHNSW(efSearch=max(self.ef_search, k), sel=selector)
-        elif kind == "ivf-sq8":
-            nprobe = min(self.nlist, math.ceil(self.nprobe / fraction))
-            params = faiss.SearchParametersIVF(nprobe=max(nprobe, 1), sel=selector)
+            selector = selector or RowSelector(allowed)
+            if selector.empty:
+                return Ranking.empty()
+        sel = selector.faiss if allowed is not None else None
+        if isinstance(self._index, faiss.IndexHNSW):
+            ef = max(self.ef_search, k)
+            params = faiss.SearchParametersHNSW(efSearch=ef, sel=sel) if sel is not None else self._hnsw_params(ef)
+        elif isinstance(self._index, faiss.IndexIVF):
+            # a filter allowing a fraction f of the rows scans nprobe / f lists (at most all), so a filtered search
+            # meets about as many allowed vectors as an unfiltered one
+            fraction = selector.allowed / size if allowed is not None else 1.0
+            nprobe = max(1, min(self.nlist, math.ceil(self.nprobe / fraction)))
+            params = faiss.SearchParametersIVF(nprobe=nprobe, sel=sel)
         else:
-            params = faiss.SearchParameters(sel=selector) if selector is not None else None
-        with omp_threads(SEARCH_THREADS):
-            scores, rows = self._index.search(query.reshape(1, -1).astype(np.float32), k, params=params)
-        del bitmap  # the selector reads it during the search only
-        return [Hit(row, score) for row, score in zip(rows[0].tolist(), scores[0].tolist()) if row >= 0]
+            params = faiss.SearchParameters(sel=sel) if sel is not None else None
+        query = np.ascontiguousarray(query, dtype=np.float32).reshape(1, -1)
+        previous = faiss.omp_get_max_threads()  # as omp_threads(SEARCH_THREADS), without a generator per query
+        if previous != SEARCH_THREADS:
+            faiss.omp_set_num_threads(SEARCH_THREADS)
+        try:
+            scores, rows = self._index.search(query, k, params=params)
+        finally:
+            if previous != SEARCH_THREADS:
+                faiss.omp_set_num_threads(previous)
+        rows, scores = rows[0], scores[0]
+        keep = rows >= 0  # FAISS pads with -1 when fewer than k rows can be returned
+        if not keep.all():
+            rows, scores = rows[keep], scores[keep]
+        return Ranking(rows.astype(np.int64, copy=False), scores)
+
+    def _hnsw_params(self, ef_search: int) -> faiss.SearchParametersHNSW:
+        """Unfiltered HNSW search parameters for ``ef_search``, made once (FAISS only reads them)."""
+        params = self._params.get(ef_search)
+        if params is None:
+            params = faiss.SearchParametersHNSW(efSearch=ef_search)
+            if len(self._params) >= 16:
+                self._params.clear()
+            self._params[ef_search] = params
+        return params
 
     def vectors(self, rows: np.ndarray | None = None) -> np.ndarray:
         """Stored vectors: float32, shape ``(len(rows), dim)`` (all ``(size, dim)`` when ``rows`` is ``None``).

@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from citerag.index.dense import RowSelector
 from citerag.index.embed import Embedder
 from citerag.index.filters import Filters, filter_key, passage_mask
 from citerag.index.fusion import RRF_K
 from citerag.index.search import (
-    SearchResult, candidate_depth, check_fusion, check_search, fusion_depth, rank_hits, search_results, select_hits,
+    SearchResult, candidate_depth, check_fusion, check_search, fusion_depth, rank_rankings, ranking_results,
+    select_ranking,
 )
 from citerag.index.store import LoadedIndex
 from citerag.index.text import fold
-from citerag.index.tokenize import tokenize
-from citerag.index.types import FusionMethod, Hit, RetrievalMode
+from citerag.index.tokenize import tokenize, tokenize_folded
+from citerag.index.types import FusionMethod, Hit, Ranking, RetrievalMode
 
 
 class Retriever:
@@ -57,7 +59,8 @@ class Retriever:
         self.rrf_k = rrf_k
         self.fusion = check_fusion(fusion)
         self.weights = weights
-        self._masks: dict[str, np.ndarray] = {}
+        # per distinct filter: its passage mask and the FAISS selector of the same rows
+        self._masks: dict[str, tuple[np.ndarray, RowSelector]] = {}
 
     def mask(self, filters: Filters | None) -> np.ndarray | None:
         """Boolean passage mask for ``filters`` (``None`` = no filter); cached per distinct filter.
@@ -65,16 +68,21 @@ class Retriever:
         Raises:
             ValueError: malformed filters (see :mod:`citerag.index.filters`).
         """
+        return self._filter(filters)[0]
+
+    def _filter(self, filters: Filters | None) -> tuple[np.ndarray | None, RowSelector | None]:
+        """:meth:`mask` and the dense index's selector of its rows, both cached per distinct filter."""
         if not filters:
-            return None
+            return None, None
         key = filter_key(filters)
-        mask = self._masks.get(key)
-        if mask is None:  # never re-read the cache after writing it: another thread may clear it in between
+        entry = self._masks.get(key)
+        if entry is None:  # never re-read the cache after writing it: another thread may clear it in between
             mask = passage_mask(filters, self.index.documents, self.index.passages)
+            entry = (mask, self.index.dense.selector(mask))
             if len(self._masks) >= 64:
                 self._masks.clear()
-            self._masks[key] = mask
-        return mask
+            self._masks[key] = entry
+        return entry
 
     def bm25_hits(self, query: str, depth: int, allowed: np.ndarray | None = None) -> list[Hit]:
         """BM25 candidates for ``query`` (at most ``depth``), restricted to ``allowed`` rows when given."""
@@ -82,10 +90,13 @@ class Retriever:
 
     def dense_hits(self, query: str, depth: int, allowed: np.ndarray | None = None) -> list[Hit]:
         """Dense candidates for ``query`` (at most ``depth``); embeds the folded query."""
+        return self._dense_top(fold(query), depth, allowed, None).hits()
+
+    def _dense_top(self, folded: str, depth: int, allowed: np.ndarray | None, selector: RowSelector | None) -> Ranking:
         if self.index.dense.size == 0:
-            return []
-        vector = self.embedder.encode([fold(query)])[0]
-        return self.index.dense.search(vector, depth, allowed)
+            return Ranking.empty()
+        vector = self.embedder.encode([folded])[0]
+        return self.index.dense.top(vector, depth, allowed, selector)
 
     def search(
         self,
@@ -112,15 +123,15 @@ class Retriever:
         check_search(mode, k)
         fusion = check_fusion(fusion) if fusion else self.fusion
         depth = candidate_depth(self.candidates, k, one_per_doc, mode)
-        allowed = self.mask(filters)
-        tokens = tokenize(query) if mode in ("hybrid", "bm25") else []
-        bm25 = self.index.bm25.search(tokens, depth, allowed) if mode in ("hybrid", "bm25") else []
-        dense = self.dense_hits(query, depth, allowed) if mode in ("hybrid", "dense") else []
-        ranked = rank_hits(
+        allowed, selector = self._filter(filters)
+        folded = fold(query)  # once: the BM25 tokens and the embedded text both start from it
+        tokens = tokenize_folded(folded) if mode in ("hybrid", "bm25") else []
+        empty = Ranking.empty()
+        bm25 = self.index.bm25.top(tokens, depth, allowed) if mode in ("hybrid", "bm25") else empty
+        dense = self._dense_top(folded, depth, allowed, selector) if mode in ("hybrid", "dense") else empty
+        ranked = rank_rankings(
             mode, bm25, dense, fusion, fusion_depth(k, depth, one_per_doc), rrf_k=self.rrf_k, weights=self.weights,
             bm25_bound=lambda: self.index.bm25.upper_bound(tokens),
         )
-        chosen = select_hits(ranked, self.index.passages, k, one_per_doc)
-        return search_results(chosen, bm25, dense, self.index.passages, self.index.documents)
-
-
+        chosen = select_ranking(ranked, self.index.passages, k, one_per_doc)
+        return ranking_results(chosen, bm25, dense, self.index.passages, self.index.documents)

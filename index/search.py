@@ -9,6 +9,10 @@ the same way, only the candidate lists come from different engines:
    ``row`` indexes a passage list);
 3. :func:`rank_hits`: one retriever's list as it is, or the two fused;
 4. :func:`select_hits` (``k``, one passage per document) and :func:`search_results`.
+
+Steps 3 and 4 also come over :class:`~citerag.index.types.Ranking` arrays (:func:`rank_rankings`,
+:func:`select_ranking`, :func:`ranking_results`), which the embedded backend runs so that only the ``k`` results
+returned become Python objects; the ``Hit`` forms convert and call them, so both give the same results.
 """
 
 from __future__ import annotations
@@ -17,8 +21,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import get_args
 
-from citerag.index.fusion import bounded_score_fusion, reciprocal_rank_fusion, weighted_score_fusion
-from citerag.index.types import Document, FusionMethod, Hit, Passage, RetrievalMode
+import numpy as np
+
+from citerag.index.fusion import (
+    bounded_score_fusion_rankings, reciprocal_rank_fusion_rankings, weighted_score_fusion_rankings,
+)
+from citerag.index.types import Document, FusionMethod, Hit, Passage, Ranking, RetrievalMode
 
 #: Every search mode and every hybrid fusion method, in the order messages list them.
 RETRIEVAL_MODES: tuple[str, ...] = get_args(RetrievalMode)
@@ -132,13 +140,38 @@ def rank_hits(
         return bm25
     if mode == "dense":
         return dense
+    ranked = rank_rankings(mode, Ranking.of(bm25), Ranking.of(dense), fusion, top_k, rrf_k=rrf_k, weights=weights,
+                           bm25_bound=bm25_bound)
+    return ranked.hits()
+
+
+def rank_rankings(
+    mode: RetrievalMode,
+    bm25: Ranking,
+    dense: Ranking,
+    fusion: FusionMethod,
+    top_k: int,
+    *,
+    rrf_k: int,
+    weights: tuple[float, float],
+    bm25_bound: Callable[[], float] | None = None,
+) -> Ranking:
+    """:func:`rank_hits` over arrays.
+
+    Raises:
+        ValueError: ``fusion`` is ``"bounded"`` and no ``bm25_bound`` is given.
+    """
+    if mode == "bm25":
+        return bm25
+    if mode == "dense":
+        return dense
     if fusion == "bounded":
         if bm25_bound is None:
             raise ValueError("bounded fusion needs the query's BM25 upper bound")
-        return bounded_score_fusion(bm25, dense, bm25_bound(), weights, top_k=top_k)
+        return bounded_score_fusion_rankings(bm25, dense, bm25_bound(), weights, top_k=top_k)
     if fusion == "weighted":
-        return weighted_score_fusion([bm25, dense], weights, top_k=top_k)
-    return reciprocal_rank_fusion([bm25, dense], k=rrf_k, top_k=top_k)
+        return weighted_score_fusion_rankings([bm25, dense], weights, top_k=top_k)
+    return reciprocal_rank_fusion_rankings([bm25, dense], k=rrf_k, top_k=top_k)
 
 
 def select_hits(ranked: Sequence[Hit], passages: Sequence[Passage], k: int, one_per_doc: bool) -> list[Hit]:
@@ -158,6 +191,24 @@ def select_hits(ranked: Sequence[Hit], passages: Sequence[Passage], k: int, one_
     return chosen
 
 
+def select_ranking(ranked: Ranking, passages: Sequence[Passage], k: int, one_per_doc: bool) -> Ranking:
+    """:func:`select_hits` over arrays."""
+    if not one_per_doc:
+        return ranked if len(ranked) <= k else Ranking(ranked.rows[:k], ranked.scores[:k])
+    kept: list[int] = []
+    seen_docs: set[object] = set()
+    doc_rows = getattr(passages, "doc_rows", None)  # a PassageTable's row -> document row, no passage built
+    keys = doc_rows[ranked.rows].tolist() if doc_rows is not None else [passages[r].doc_id for r in ranked.rows.tolist()]
+    for at, doc_id in enumerate(keys):
+        if doc_id in seen_docs:
+            continue
+        seen_docs.add(doc_id)
+        kept.append(at)
+        if len(kept) == k:
+            break
+    return Ranking(ranked.rows[kept], ranked.scores[kept])
+
+
 def search_results(
     chosen: Sequence[Hit],
     bm25: Sequence[Hit],
@@ -167,15 +218,43 @@ def search_results(
 ) -> list[SearchResult]:
     """``chosen`` as ranked results (rank 1 first), each with its rank and score in the BM25 and dense candidate
     lists when it was among them."""
-    bm25_at = {hit.row: (rank, hit.score) for rank, hit in enumerate(bm25, start=1)}
-    dense_at = {hit.row: (rank, hit.score) for rank, hit in enumerate(dense, start=1)}
+    return ranking_results(Ranking.of(chosen), Ranking.of(bm25), Ranking.of(dense), passages, documents)
+
+
+def ranking_results(
+    chosen: Ranking,
+    bm25: Ranking,
+    dense: Ranking,
+    passages: Sequence[Passage],
+    documents: Mapping[str, Document],
+) -> list[SearchResult]:
+    """:func:`search_results` over arrays: only the ``len(chosen)`` results are made as objects. A row listed twice
+    in a candidate list takes its rank and score from the later place."""
+    rows = chosen.rows.tolist()
+    bm25_rank, bm25_score = _places(bm25, chosen.rows)
+    dense_rank, dense_score = _places(dense, chosen.rows)
     results: list[SearchResult] = []
-    for rank, hit in enumerate(chosen, start=1):
-        passage = passages[hit.row]
-        bm25_rank, bm25_score = bm25_at.get(hit.row, (None, None))
-        dense_rank, dense_score = dense_at.get(hit.row, (None, None))
+    doc_rows, at_row = getattr(passages, "doc_rows", None), getattr(documents, "at", None)
+    for at, (row, score) in enumerate(zip(rows, chosen.scores.tolist(), strict=True)):
+        passage = passages[row]
+        # a DocumentTable is read by row (no doc_id -> row map needed); a plain mapping by id
+        doc = at_row(int(doc_rows[row])) if doc_rows is not None and at_row is not None else documents[passage.doc_id]
         results.append(
-            SearchResult(rank, passage, documents[passage.doc_id], hit.score, bm25_rank, dense_rank, bm25_score,
-                         dense_score)
+            SearchResult(at + 1, passage, doc, score, bm25_rank[at], dense_rank[at], bm25_score[at], dense_score[at])
         )
     return results
+
+
+def _places(run: Ranking, rows: np.ndarray) -> tuple[list[int | None], list[float | None]]:
+    """For each of ``rows``: its 1-based rank and score in ``run`` (its last place there), or ``None`` twice."""
+    if len(run) == 0:
+        return [None] * len(rows), [None] * len(rows)
+    place = {row: at for at, row in enumerate(run.rows.tolist())}  # a few hundred rows at most: a dict is cheapest
+    scores = run.scores.tolist()
+    ranks: list[int | None] = []
+    found: list[float | None] = []
+    for row in rows.tolist():
+        at = place.get(row)
+        ranks.append(None if at is None else at + 1)
+        found.append(None if at is None else scores[at])
+    return ranks, found

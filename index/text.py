@@ -16,6 +16,8 @@ _BARE_CMD = re.compile(r"\\([A-Za-z]+)")
 _ESCAPED = re.compile(r"\\([%&#_{}$])")
 _MARKUP = re.compile(r"\*\*|__|`|\$|[{}]")
 _SPACES = re.compile(r"\s+")
+# Every pattern above needs one of these characters: a text without any is left as it is by all of them.
+_MARKUP_CHARS = re.compile(r"[\\*_`${}]")
 
 
 def fold(text: str) -> str:
@@ -27,17 +29,21 @@ def fold(text: str) -> str:
     >>> fold(r"\\textbf{Fast} $\\mathcal{O}(\\log(N))$ for **V₁**")
     'Fast O(log(N)) for V1'
     """
-    out = _HREF.sub(r"\1", text)
-    for _ in range(3):  # nested commands such as \mathcal{O}(\log(N)) unwrap in a few passes
-        unwrapped = _CMD_WITH_ARG.sub(r"\1", out)
-        if unwrapped == out:
-            break
-        out = unwrapped
-    out = _ESCAPED.sub(r"\1", out)
-    out = _BARE_CMD.sub(r"\1", out)
-    out = _MARKUP.sub("", out)
+    out = text
+    if _MARKUP_CHARS.search(text):  # most queries and many passages hold no markup: skip its passes
+        out = _HREF.sub(r"\1", out)
+        for _ in range(3):  # nested commands such as \mathcal{O}(\log(N)) unwrap in a few passes
+            unwrapped = _CMD_WITH_ARG.sub(r"\1", out)
+            if unwrapped == out:
+                break
+            out = unwrapped
+        out = _ESCAPED.sub(r"\1", out)
+        out = _BARE_CMD.sub(r"\1", out)
+        out = _MARKUP.sub("", out)
     out = unicodedata.normalize("NFKC", out)
-    return _SPACES.sub(" ", out).strip()
+    if "  " in out or not out.isprintable():  # whitespace other than single spaces (any other is unprintable)
+        out = _SPACES.sub(" ", out)
+    return out.strip()
 
 
 # A sentence ends at . ! or ? (optionally followed by a closing quote/bracket) before whitespace and a character

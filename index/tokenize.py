@@ -18,6 +18,7 @@ Searching for ``GP-EquiFlow``, ``GPEquiFlow``, ``EquiFlow`` or ``gp equiflow`` t
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from functools import lru_cache
 
@@ -34,6 +35,9 @@ TOKENIZER_VERSION = 2  # 1: lower-case, no diacritic folding, a CJK run was one 
 _WORD = r"[\p{L}\p{N}][\p{L}\p{N}\p{M}]*"
 _COMPOUND = regex.compile(rf"{_WORD}(?:[-‐‑–]{_WORD})*")
 _PART = regex.compile(_WORD)
+# The same compounds in ASCII text (no marks, letters a-z, digits 0-9, the hyphen as the only dash), found by the
+# standard library's faster engine.
+_ASCII_COMPOUND = re.compile(r"[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*")
 # Letters of the scripts written without spaces (Script_Extensions, so ー and 々 belong to their runs).
 _CJK_RUN = regex.compile(r"(?V1)[[\p{scx=Han}\p{scx=Hiragana}\p{scx=Katakana}\p{scx=Hangul}]&&[\p{L}\p{M}]]+")
 # Removed after canonical decomposition: combining diacritical marks (U+0300-U+036F, Latin/Greek/Cyrillic accents)
@@ -59,7 +63,12 @@ def normalize(text: str) -> str:
     >>> normalize("Naïve Ἀθῆναι GPT-4模型")
     'naive αθηναι gpt-4 模型'
     """
-    out = fold(text).casefold()
+    return normalize_folded(fold(text))
+
+
+def normalize_folded(folded: str) -> str:
+    """:func:`normalize` of a text already folded: ``normalize(text) == normalize_folded(fold(text))``."""
+    out = folded.casefold()
     if out.isascii():
         return out
     out = unicodedata.normalize("NFC", _DIACRITICS.sub("", unicodedata.normalize("NFD", out)))
@@ -79,17 +88,31 @@ def tokenize(text: str) -> list[str]:
     >>> tokenize("naïve 检索增强")
     ['naiv', '检索', '索增', '增强']
     """
+    return tokenize_folded(fold(text))
+
+
+def tokenize_folded(folded: str) -> list[str]:
+    """:func:`tokenize` of a text already folded (:func:`citerag.index.text.fold`), for a caller that needs the folded
+    form too (a search embeds it): ``tokenize(text) == tokenize_folded(fold(text))``."""
+    text = normalize_folded(folded)
+    compounds = _ASCII_COMPOUND.findall(text) if text.isascii() else _COMPOUND.findall(text)
     tokens: list[str] = []
-    for match in _COMPOUND.finditer(normalize(text)):
-        compound = match.group()
-        if _CJK_RUN.fullmatch(compound):
-            tokens.extend(_bigrams(compound))
-            continue
-        parts = _PART.findall(compound)
-        if len(parts) > 1:
-            tokens.append(_stem("".join(parts)))
-        tokens.extend(_stem(part) for part in parts if part not in STOPWORDS)
+    for compound in compounds:
+        tokens.extend(_compound_tokens(compound))
     return tokens
+
+
+@lru_cache(maxsize=200_000)
+def _compound_tokens(compound: str) -> tuple[str, ...]:
+    """The tokens of one compound of normalised text: a CJK run's bigrams, else the stemmed whole (hyphens removed,
+    when it has parts) and its stemmed parts that are not stop words. Cached: words recur across passages and
+    queries."""
+    if not compound.isascii() and _CJK_RUN.fullmatch(compound):
+        return tuple(_bigrams(compound))
+    parts = compound.split("-") if compound.isascii() else _PART.findall(compound)
+    tokens = [_stem("".join(parts))] if len(parts) > 1 else []
+    tokens.extend(_stem(part) for part in parts if part not in STOPWORDS)
+    return tuple(tokens)
 
 
 def tokenize_many(texts: list[str]) -> list[list[str]]:

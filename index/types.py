@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import numpy as np
 
 from citerag.index.files import json_sha256
 
@@ -80,3 +83,45 @@ class Hit:
 
     row: int
     score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """A ranked candidate list as two arrays, best first: the array form of a ``list[Hit]``, which the embedded
+    backend's search passes between its steps so that only the final ``k`` results become Python objects.
+
+    Attributes:
+        rows: int64, shape ``(n,)``: rows of the passage table (distinct in every list a retriever or a fusion
+            returns).
+        scores: float, shape ``(n,)``, aligned with ``rows``: float32 as BM25 (bm25s) and FAISS return them, float64
+            for fused scores; :meth:`hits` turns them into Python floats, as :class:`Hit` holds them.
+    """
+
+    rows: np.ndarray
+    scores: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def hits(self) -> list[Hit]:
+        """The same list as :class:`Hit` objects (Python ``int`` rows and ``float`` scores)."""
+        return [Hit(row, score) for row, score in zip(self.rows.tolist(), self.scores.tolist(), strict=True)]
+
+    @classmethod
+    def of(cls, hits: Sequence[Hit]) -> Ranking:
+        """The array form of ``hits`` (rows int64, scores float64: a :class:`Hit` score is a Python float)."""
+        rows = np.fromiter((hit.row for hit in hits), dtype=np.int64, count=len(hits))
+        return cls(rows, np.fromiter((hit.score for hit in hits), dtype=np.float64, count=len(hits)))
+
+    @classmethod
+    def empty(cls) -> Ranking:
+        """A list with no candidates (one shared object: its arrays are empty and read-only)."""
+        return _NO_CANDIDATES
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+_NO_CANDIDATES = Ranking(_read_only(np.zeros(0, dtype=np.int64)), _read_only(np.zeros(0, dtype=np.float64)))
