@@ -3,6 +3,10 @@ search and one-thread search latency, on the real MiniLM vectors of the 22,981 a
 
     python -m bench.dense_layouts                                   # 1,031,577 passages (17 copies), both variants
     python -m bench.dense_layouts --n 100000 --layouts ivf256-sq8 --no-record   # a quick check
+    python -m bench.dense_layouts --layouts citerag --build-rounds 2  # + citerag's build vs the raw FAISS calls
+
+First run at 1M: ~1 h on 2 shared cores (the HNSW builds take 10 min each); later runs reuse the built files and take
+a few minutes. ``--filters`` (default 0.5, 0.1, 0.01) adds filtered searches on citerag's ivf-sq8 index.
 
 Data. The 60,681 passage vectors of the 22,981 abstracts (``citerag`` chunking, read from the service's embedding cache,
 ``settings.cache_dir / "embeddings"``; a miss is embedded with the real model) are repeated ``ceil(n / 60,681)`` times,
@@ -56,7 +60,7 @@ from bench.common import (
     rss_mb,
     sample_titles,
 )
-from citerag.index.dense import IVF_TRAIN_PER_LIST, DenseIndex, choose_kind, ivf_lists, omp_threads
+from citerag.index.dense import IVF_NPROBE, IVF_TRAIN_PER_LIST, DenseIndex, choose_kind, ivf_lists, omp_threads
 
 K_VALUES = (10, 100)  # Recall@10 (the target) and @100 (citerag's candidate depth, settings.candidates)
 RECALL_EPS = 1e-5  # as bench/search_latency.py: ties (copies) count
@@ -252,6 +256,7 @@ def filter_rows(index: DenseIndex, queries: np.ndarray, x: np.ndarray, fractions
     against exact search over the allowed rows and one-thread p50/p99 ms, scanning nprobe / f ** e lists for
     e = 0 (no widening), 0.5 (citerag's ``IVF_FILTER_EXPONENT``, through ``DenseIndex.search``) and 1."""
     raw, nlist = index._index, index.nlist
+    index.nprobe = IVF_NPROBE  # citerag's default (the sweep before may have left another value)
     rng = np.random.default_rng(5)
     rows = []
     for fraction in fractions:
