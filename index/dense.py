@@ -189,7 +189,7 @@ class DenseIndex:
         return int(self._index.nlist)
 
     def describe(self) -> str:
-        """The kind and its search parameters in words, e.g. ``"ivf-sq8, nlist 1024, nprobe 48"``."""
+        """The kind and its search parameters in words, e.g. ``"ivf-sq8, nlist 2031, nprobe 80"``."""
         if self.kind == "hnsw":
             return f"hnsw, M {HNSW_M}, efSearch {self.ef_search}"
         if self.kind == "ivf-sq8":
