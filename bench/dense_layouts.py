@@ -3,6 +3,10 @@ search and one-thread search latency, on the real MiniLM vectors of the 22,981 a
 
     python -m bench.dense_layouts                                   # 1,031,577 passages (17 copies), both variants
     python -m bench.dense_layouts --n 100000 --layouts ivf256-sq8 --no-record   # a quick check
+    python -m bench.dense_layouts --layouts citerag --build-rounds 2  # + citerag's build vs the raw FAISS calls
+
+First run at 1M: ~1 h on 2 shared cores (the HNSW builds take 10 min each); later runs reuse the built files and take
+a few minutes. ``--filters`` (default 0.5, 0.1, 0.01) adds filtered searches on citerag's ivf-sq8 index.
 
 Data. The 60,681 passage vectors of the 22,981 abstracts (``citerag`` chunking, read from the service's embedding cache,
 ``settings.cache_dir / "embeddings"``; a miss is embedded with the real model) are repeated ``ceil(n / 60,681)`` times,
@@ -56,7 +60,7 @@ from bench.common import (
     rss_mb,
     sample_titles,
 )
-from citerag.index.dense import IVF_TRAIN_PER_LIST, DenseIndex, choose_kind, ivf_lists, omp_threads
+from citerag.index.dense import IVF_NPROBE, IVF_TRAIN_PER_LIST, DenseIndex, choose_kind, ivf_lists, omp_threads
 
 K_VALUES = (10, 100)  # Recall@10 (the target) and @100 (citerag's candidate depth, settings.candidates)
 RECALL_EPS = 1e-5  # as bench/search_latency.py: ties (copies) count
@@ -247,6 +251,43 @@ def flat_row(queries: np.ndarray, x: np.ndarray) -> list[str]:
     return ["-", "1.000", "1.000", *out]
 
 
+def filter_rows(index: DenseIndex, queries: np.ndarray, x: np.ndarray, fractions: list[float]) -> list[list[str]]:
+    """Filtered search on citerag's ivf-sq8 index: for each allowed fraction f (a seeded random mask), Recall@10
+    against exact search over the allowed rows and one-thread p50/p99 ms, scanning nprobe / f ** e lists for
+    e = 0 (no widening), 0.5 (citerag's ``IVF_FILTER_EXPONENT``, through ``DenseIndex.search``) and 1."""
+    raw, nlist = index._index, index.nlist
+    index.nprobe = IVF_NPROBE  # citerag's default (the sweep before may have left another value)
+    rng = np.random.default_rng(5)
+    rows = []
+    for fraction in fractions:
+        allowed = rng.random(len(x)) < fraction
+        kept = np.flatnonzero(allowed)
+        scores, _ = faiss.knn(queries, x[kept], 10, metric=faiss.METRIC_INNER_PRODUCT)
+        threshold = scores[:, 9]
+        bits = np.packbits(allowed, bitorder="little")
+        selector = faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bits))
+        for exponent in (0.0, 0.5, 1.0):
+            nprobe = min(nlist, math.ceil(index.nprobe / fraction**exponent))
+            if exponent == 0.5:
+                call = lambda i: np.array([h.row for h in index.search(queries[i], 10, allowed)])  # noqa: E731
+            else:
+                params = faiss.SearchParametersIVF(nprobe=nprobe, sel=selector)
+                call = lambda i: raw.search(queries[i : i + 1], 10, params=params)[1][0]  # noqa: E731
+            with omp_threads(1):
+                found, ms = [], []
+                for i in range(len(queries)):
+                    started = time.perf_counter()
+                    found.append(call(i))
+                    ms.append((time.perf_counter() - started) * 1000.0)
+            assert all(allowed[r[r >= 0]].all() for r in found)
+            value = np.mean([recall(found[i], queries[i], x, threshold[i], 10) for i in range(len(queries))])
+            p = percentiles(ms)
+            how = {0.0: "none (raw FAISS)", 0.5: "1 / sqrt(f) (citerag DenseIndex.search)", 1.0: "1 / f (raw FAISS)"}
+            rows.append([f"{fraction:g}", how[exponent], str(nprobe), f"{value:.3f}", fmt(p["p50"]), fmt(p["p99"])])
+        del selector, bits
+    return rows
+
+
 def build_rounds(x: np.ndarray, rounds: int) -> list[list[str]]:
     """citerag's build (``DenseIndex(dim, choose_kind(n)).add(x)``) against the raw FAISS calls with the same
     parameters (index_factory, train, add), alternating which goes first, ``rounds`` times each; nothing is saved.
@@ -293,6 +334,8 @@ def main() -> None:
     p.add_argument("--work", type=Path, default=CACHE_DIR / "dense-layouts", help="where built files are kept")
     p.add_argument("--rebuild", action="store_true", help="build every layout again (else reuse built files)")
     p.add_argument("--no-flat", action="store_true", help="skip timing exact search")
+    p.add_argument("--filters", default="0.5,0.1,0.01",
+                   help="allowed fractions for filtered searches on citerag's ivf-sq8 index ('' for none)")
     p.add_argument("--build-rounds", type=int, default=0,
                    help="also time citerag's build against the raw FAISS calls, alternating, this many rounds each")
     args = p.parse_args()
@@ -309,6 +352,7 @@ def main() -> None:
     search_rows: list[list[str]] = []
     build_rows: list[list[str]] = []
     ratio_rows: list[list[str]] = []
+    filtered_rows: list[list[str]] = []
     n = 0
     for variant in [v.strip() for v in args.variants.split(",") if v.strip()]:
         x = corpus(base, args.n, variant, args.noise)
@@ -345,6 +389,9 @@ def main() -> None:
             param_name = "efSearch" if "hnsw" in kind else "nprobe"
             for row in sweep(mapped, params, queries, x, thresholds):
                 search_rows.append([label, name, f"{param_name} {row[0]}", *row[1:]])
+            if layout == "citerag" and kind == "ivf-sq8" and args.filters:
+                fractions = [float(v) for v in args.filters.split(",")]
+                filtered_rows += [[label, *row] for row in filter_rows(mapped, queries, x, fractions)]
             loads.append(load_average())
             del mapped
             gc.collect()
@@ -361,6 +408,10 @@ def main() -> None:
     table += "\n\n### Build, size and open time\n\n" + markdown_table(
         ["variant", "layout", "train s", "add s", "build s", "bytes / passage", "file MiB", "open s (read)",
          "RSS MiB (read)", "open s (mmap)", "RSS MiB (mmap)", "built", "load at build"], build_rows)
+    if filtered_rows:
+        table += ("\n\n### Filtered search on citerag's ivf-sq8 (a seeded random fraction f of the rows allowed)\n\n"
+                  + markdown_table(["variant", "allowed f", "nprobe widening", "nprobe", "Recall@10 (vs exact over the "
+                                    "allowed rows)", "p50 ms", "p99 ms"], filtered_rows))
     if ratio_rows:
         ratios = [float(row[5]) for row in ratio_rows]
         header = ["variant", "round", "raw layout", "raw FAISS s", "citerag s", "ratio", "load after"]

@@ -10,11 +10,12 @@ Three index kinds, chosen by corpus size (``choose_kind``) or forced by a settin
   search", TPAMI 2011; here with 8-bit scalar codes instead of PQ): k-means splits the vectors into ``nlist`` lists
   (a flat coarse quantizer of ``nlist`` float32 centroids); each vector is stored as one byte per dimension (its
   residual to the list's centroid, quantised uniformly per dimension, FAISS ``QT_8bit``) plus its 8-byte row id:
-  ``dim + 8`` B per passage (392 B at 384-d, 4.6x less than HNSW). A search scans the ``nprobe`` lists whose
-  centroids are nearest the query. Scores are approximate: on the abstracts' MiniLM vectors the returned score is
-  3e-4 off the exact cosine on average, 1e-3 at most. The 8-bit ranges are trained with the centroids; components
-  outside them are clamped (an index trained on half the abstracts' passages reconstructs the other half as well on
-  average, worst cosine 0.995; far off-distribution vectors fare worse, see ``IVF_RETRAIN_GROWTH``).
+  ``dim + 8`` B per passage (392 B at 384-d; the file, centroids included, 395 B at 1M: 4.6x less than HNSW). A
+  search scans the ``nprobe`` lists whose centroids are nearest the query. Scores are approximate: on the abstracts'
+  MiniLM vectors the returned score is 3e-4 off the exact cosine on average, 1e-3 at most. The 8-bit ranges are
+  trained with the centroids; components outside them are clamped (an index trained on half the abstracts' passages
+  reconstructs the other half as well on average, worst cosine 0.995; far off-distribution vectors fare worse, see
+  ``IVF_RETRAIN_GROWTH``).
 
 Index files are opened memory-mapped (``faiss.IO_FLAG_MMAP_IFC``: flat codes, HNSW's vectors and IVF lists are
 zero-copy views of the file; HNSW's graph, ~260 B a passage, is still read), so opening a million passages takes
@@ -49,24 +50,34 @@ HNSW_EF_SEARCH = 256
 # (bench/RESULTS.md).
 AUTO_HNSW_THRESHOLD = 50_000
 # Passages from which "auto" builds ivf-sq8 instead of HNSW. Below it HNSW's memory (1,808 B a passage: <= 360 MB) and
-# build (about a minute) are affordable and its recall is the higher (0.999 at 60,681 passages); at 1,031,577 passages
-# it needs 1.8 GB, builds in 341-634 s and reaches Recall@10 0.955-0.960 only at efSearch 256, where ivf-sq8 takes
-# 392 B a passage, builds in ~2 minutes and reaches 0.970 (bench/RESULTS.md, "Dense layouts").
+# build (a minute or two) are affordable and its recall is the higher (0.999 at 60,681 passages); at 1,031,577
+# passages it needs 1.8 GB, builds in 341-634 s and reaches Recall@10 0.960-0.980 only at efSearch 256 (0.915 at 128
+# in an earlier run), where ivf-sq8 takes 395 B a passage, builds in 77-124 s and reaches 0.970-0.980 at nprobe 80
+# (bench/RESULTS.md, "Dense layouts").
 AUTO_IVF_THRESHOLD = 200_000
 # IVF lists: IVF_LISTS_PER_SQRT * sqrt(n), rounded (2,031 at 1,031,577 passages). The FAISS wiki ("Guidelines to
 # choose an index") suggests 4 to 16 * sqrt(n) lists; fewer, longer lists make each query scan more codes but train
 # and add much faster (k-means costs ~ training points * nlist, adding ~ n * nlist). Measured at 1,031,577 passages
-# on 2 shared cores (load 5-9): train + add 54-57 s with 1,024 lists, 108-179 s with 2,048, 250-493 s with 4,096
-# (HNSW32: 582-634 s); Recall@10 at nprobe 64: 0.970 with 1,024 or 2,048 lists, 0.976-0.985 with 4,096; p50 at
-# nprobe 64: ~2 ms with 4,096, ~3.5 ms with 2,048, 6.6-13 ms with 1,024. 2 * sqrt(n) is the middle.
+# on 2 shared cores (load 5-10): train + add 54-57 s with 1,024 lists, 78-179 s with 2,031-2,048, 250-493 s with
+# 4,096 (HNSW32: 582-634 s); Recall@10 at nprobe 64: 0.970 with 1,024, 0.961-0.975 with 2,031, 0.976-0.985 with
+# 4,096; p50 at nprobe 64 (one thread, load 7-10): 7.7-9.4 ms, 3.1-3.7 ms, 1.9-2.1 ms. 2 * sqrt(n) is the middle.
 IVF_LISTS_PER_SQRT = 2.0
 # k-means training sample: this many vectors per list (FAISS samples them, seed 1234; FAISS runs 10 iterations for
 # IVF). FAISS warns under 39 per centroid and caps at 256 by default; training time grows linearly with it.
 IVF_TRAIN_PER_LIST = 64
 IVF_MIN_TRAIN_PER_LIST = 39  # never more lists than n / 39: each centroid gets FAISS's minimum of training points
-# Lists scanned per query: Recall@10 0.970 (both the exact and the noisy ~1M sets) and Recall@100 0.963-0.969 with
-# 2,048 lists at 1,031,577 passages; nprobe 48 gave 0.960-0.965 (bench/RESULTS.md, "Dense layouts").
-IVF_NPROBE = 64
+# Lists scanned per query. With 2,031 lists at 1,031,577 passages (noisy copies / exact copies): Recall@10
+# 0.956 / 0.975 at 48, 0.961 / 0.975 at 64, 0.970 / 0.980 at 80, 0.971 / 0.985 at 96; Recall@100 0.972 / 0.973 at
+# 80; p50 4.9 / 7.3 ms at 80 vs 3.4 / 3.7 ms at 64 under load 8-10 (bench/RESULTS.md, "Dense layouts"). 80 leaves
+# 0.02 over the 0.95 target; 64 left 0.011, about what another k-means run moves it (2,048 lists gave 0.970).
+IVF_NPROBE = 80
+# A search restricted to a fraction f of the rows scans nprobe / f ** IVF_FILTER_EXPONENT lists (at most all). Rows
+# outside the filter are skipped before their distance is computed, so scanning is cheap (all 2,031 lists of 1M
+# passages with a 1% filter: 13 ms p50, vs 83 ms unfiltered), but fewer allowed rows per list need more lists.
+# Measured at 1,031,577 noisy passages, nprobe 80, 100 queries, Recall@10 against exact filtered search / p50 ms, for
+# no widening, 1 / sqrt(f) and 1 / f: f = 0.5: 0.984 / 4.0, 0.986 / 5.9, 0.986 / 7.8; f = 0.1: 0.976 / 1.9,
+# 0.991 / 5.5, 0.996 / 16.6; f = 0.01: 0.925 / 0.8, 0.992 / 5.5, 0.993 / 13.2 (p99 with sqrt <= 17 ms; load ~5).
+IVF_FILTER_EXPONENT = 0.5
 # An ivf-sq8 index is trained again (k-means over its reconstructed vectors and the new ones) when an add brings it
 # to a size for which ivf_lists() gives IVF_RETRAIN_GROWTH times its nlist: with nlist ~ sqrt(n) the corpus grew
 # ~4x since training (2x while it is small enough that the training-points cap, n // 39, sets nlist), so lists are
@@ -198,7 +209,7 @@ class DenseIndex:
         return int(self._index.nlist)
 
     def describe(self) -> str:
-        """The kind and its search parameters in words, e.g. ``"ivf-sq8, nlist 1024, nprobe 48"``."""
+        """The kind and its search parameters in words, e.g. ``"ivf-sq8, nlist 2031, nprobe 80"``."""
         if self.kind == "hnsw":
             return f"hnsw, M {HNSW_M}, efSearch {self.ef_search}"
         if self.kind == "ivf-sq8":
@@ -303,9 +314,9 @@ class DenseIndex:
 
         Args:
             allowed: optional boolean mask of shape ``(size,)``: only those rows are searched (a FAISS bitmap ID
-                selector), so filters apply inside the search, not after it. ivf-sq8 scans ``nprobe / f`` lists
-                (at most all) when a fraction ``f`` of the rows is allowed, so a filtered search meets about as
-                many allowed vectors as an unfiltered one.
+                selector), so filters apply inside the search, not after it. ivf-sq8 scans
+                ``nprobe / f ** IVF_FILTER_EXPONENT`` (``nprobe / sqrt(f)``) lists, at most all, when a fraction
+                ``f`` of the rows is allowed.
 
         Returns:
             Hits sorted by descending score; FAISS's ``-1`` padding (fewer than ``k`` vectors) is never returned.
@@ -337,10 +348,9 @@ class DenseIndex:
             ef = max(self.ef_search, k)
             params = faiss.SearchParametersHNSW(efSearch=ef, sel=sel) if sel is not None else self._hnsw_params(ef)
         elif isinstance(self._index, faiss.IndexIVF):
-            # a filter allowing a fraction f of the rows scans nprobe / f lists (at most all), so a filtered search
-            # meets about as many allowed vectors as an unfiltered one
+            # a filter allowing a fraction f of the rows scans nprobe / f ** IVF_FILTER_EXPONENT lists (at most all)
             fraction = selector.allowed / size if allowed is not None else 1.0
-            nprobe = max(1, min(self.nlist, math.ceil(self.nprobe / fraction)))
+            nprobe = max(1, min(self.nlist, math.ceil(self.nprobe / fraction**IVF_FILTER_EXPONENT)))
             params = faiss.SearchParametersIVF(nprobe=nprobe, sel=sel)
         else:
             params = faiss.SearchParameters(sel=sel) if sel is not None else None

@@ -1,13 +1,24 @@
-"""FAISS search threads: one OpenMP thread per query, set for the searching thread only and restored after."""
+"""DenseIndex: one OpenMP thread per search (set for the searching thread only, restored after); the ivf-sq8 kind's
+recall, filters, save/load, extended copies, retraining bound; mapped flat/HNSW files; choose_kind thresholds."""
 
 from __future__ import annotations
 
+import math
 import threading
 
 import faiss
 import numpy as np
+import pytest
 
-from citerag.index.dense import DenseIndex, omp_threads
+from citerag.index.dense import (
+    AUTO_HNSW_THRESHOLD,
+    AUTO_IVF_THRESHOLD,
+    IVF_NPROBE,
+    DenseIndex,
+    choose_kind,
+    ivf_lists,
+    omp_threads,
+)
 
 
 def test_omp_threads_is_per_thread_and_restored() -> None:
@@ -41,18 +52,6 @@ def test_search_leaves_the_thread_count_and_finds_the_nearest_rows() -> None:
 
 
 # --- ivf-sq8 ------------------------------------------------------------------------------------------------------
-
-import math  # noqa: E402
-
-import pytest  # noqa: E402
-
-from citerag.index.dense import (  # noqa: E402
-    AUTO_HNSW_THRESHOLD,
-    AUTO_IVF_THRESHOLD,
-    IVF_NPROBE,
-    choose_kind,
-    ivf_lists,
-)
 
 
 def _unit(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
