@@ -225,11 +225,12 @@ def recall_sweep(raw: Raw, flat: faiss.Index, vectors: np.ndarray, queries: np.n
     return rows, recalls
 
 
-def raw_build_seconds(texts: list[str], copies: int, vectors: np.ndarray, config: IndexConfig) -> dict[str, float]:
+def raw_build_seconds(texts: list[str], copies: int, vectors: np.ndarray, config: IndexConfig,
+                      kind: str = "ivf-sq8") -> dict[str, float]:
     """Seconds the raw libraries take to index the replicated set: bm25s ``index`` over citerag's tokens (the
-    distinct texts tokenised once, the lists repeated ``copies`` times), FAISS ``add`` into an empty HNSW32
-    (citerag's M and efConstruction) and flat index, and a raw ``IVF<nlist>,SQ8`` (``faiss.index_factory``, the
-    same nlist and training sample size as citerag's ivf-sq8): ``train`` + ``add``."""
+    distinct texts tokenised once, the lists repeated ``copies`` times), FAISS ``add`` into an empty flat index, and
+    the replicated index's own ``kind``: an HNSW32 (citerag's M and efConstruction), or a raw ``IVF<nlist>,SQ8``
+    (``faiss.index_factory``, the same nlist and training sample size as citerag's ivf-sq8): ``train`` + ``add``."""
     started = time.perf_counter()
     tokens = tokenize_many(texts) * copies
     out = {f"citerag tokenize of the {len(texts):,} distinct texts": time.perf_counter() - started}
@@ -239,12 +240,14 @@ def raw_build_seconds(texts: list[str], copies: int, vectors: np.ndarray, config
     out["raw bm25s index"] = time.perf_counter() - started
     del model, tokens
     gc.collect()
-    for kind in ("hnsw", "flat"):
-        dense = DenseIndex(vectors.shape[1], kind)
+    for raw_kind in ("hnsw", "flat") if kind == "hnsw" else ("flat",):
+        dense = DenseIndex(vectors.shape[1], raw_kind)
         started = time.perf_counter()
         dense.add(vectors)
-        out[f"raw FAISS {kind} add"] = time.perf_counter() - started
+        out[f"raw FAISS {raw_kind} add"] = time.perf_counter() - started
         del dense
+    if kind != "ivf-sq8":
+        return out
     from citerag.index.dense import IVF_TRAIN_PER_LIST, ivf_lists
 
     nlist = ivf_lists(len(vectors))
@@ -438,7 +441,8 @@ def replicated_index(args, abstracts_dir: Path, config: IndexConfig, build_rows:
     recorded = json.loads(sidecar.read_text())
     if "raw_timings_s" not in recorded and not args.no_raw_build:
         texts = passage_texts(base.passages, base.documents)
-        raw = raw_build_seconds(texts, copies, np.tile(base.dense.vectors(), (copies, 1)), config)
+        raw = raw_build_seconds(texts, copies, np.tile(base.dense.vectors(), (copies, 1)), config,
+                                kind=recorded.get("kind", "ivf-sq8"))
         sidecar.write_text(json.dumps({**recorded, "raw_timings_s": raw}, indent=2))
         recorded["raw_timings_s"] = raw
     if "raw_timings_s" in recorded:
