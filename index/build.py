@@ -12,7 +12,7 @@ vectors (HNSW: into the copied graph); one that removes passages builds FAISS ag
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,9 +78,20 @@ def embed_passages(
     return vectors
 
 
-def passage_texts(passages: Sequence[Passage], documents: dict[str, Document]) -> list[str]:
-    """The model text (title prefix + folded text) of each passage: what is embedded and BM25-tokenised."""
-    return [model_text(p.text, documents[p.doc_id].title) for p in passages]
+def passage_texts(passages: Sequence[Passage], documents: Mapping[str, Document]) -> list[str]:
+    """The model text (title prefix + folded text) of each passage: what is embedded and BM25-tokenised.
+
+    A (text, title) pair seen before reuses its model text (equal pairs give the same string object), so a repeated
+    passage is folded once."""
+    memo: dict[tuple[str, str], str] = {}
+    out = []
+    for p in passages:
+        key = (p.text, documents[p.doc_id].title)
+        text = memo.get(key)
+        if text is None:
+            text = memo[key] = model_text(*key)
+        out.append(text)
+    return out
 
 
 def write_version(
@@ -112,7 +123,7 @@ def write_version(
     """
     by_id = {doc.doc_id: doc for doc in documents}
     bm25 = BM25Index(k1=config.bm25_k1, b=config.bm25_b, method=config.bm25_method)
-    bm25.build(tokens if tokens is not None else tokenize_many(passage_texts(passages, by_id)))
+    bm25.build(tokens if tokens is not None else CorpusTokens.from_texts(passage_texts(passages, by_id)))
     if dense is None:
         dense = DenseIndex(config.embedding_dim, choose_kind(len(passages), dense_kind, hnsw_threshold))
         dense.add(vectors)

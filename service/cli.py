@@ -274,15 +274,15 @@ def chat(
         )
         if resolved.rewritten:
             console.print(f"[dim]answering: {resolved.question}[/]", markup=True, highlight=False)
-        try:
+        try:  # Ctrl-C while the answer streams or its sources print: that answer stops, the chat goes on
             answer = answerer.ask(resolved.question, k=request.k or settings.ask_k, on_delta=_on_delta,
                                   keep=resolved.keep)
+            console.print()
+            response = AskResponse.of(answer, asked=request.question)
+            _print_answer(response)
         except KeyboardInterrupt:
             console.print("\n[dim]stopped.[/]")
             continue
-        console.print()
-        response = AskResponse.of(answer, asked=request.question)
-        _print_answer(response)
         history += [Turn("user", request.question),
                     Turn("assistant", response.answer, tuple(dict.fromkeys(c.doc_id for c in response.citations)))]
 

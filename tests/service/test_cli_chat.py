@@ -84,30 +84,34 @@ def test_chat_in_a_pseudo_terminal_two_turns_ctrl_c_then_ctrl_d() -> None:
                              cwd=ROOT, close_fds=True, start_new_session=True,
                              preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
     os.close(slave)
-    seen = b""
+    seen = b""  # output not yet consumed by a read_until
+    transcript = b""  # everything the chat wrote
 
     def read_until(marker: bytes, timeout: float = 180.0) -> None:  # a busy machine starts slowly
-        nonlocal seen
+        """Read until ``marker`` appears in output not yet consumed, then consume it and what preceded it (a
+        marker already seen, e.g. an earlier prompt, never satisfies a later wait)."""
+        nonlocal seen, transcript
         deadline = time.monotonic() + timeout
         while marker not in seen:
             assert time.monotonic() < deadline, f"no {marker!r} in {seen.decode(errors='replace')!r}"
             if select.select([master], [], [], 0.2)[0]:
                 try:
-                    seen += os.read(master, 65536)
+                    chunk = os.read(master, 65536)
                 except OSError:  # the child closed the terminal
                     break
+                seen += chunk
+                transcript += chunk
+        seen = seen[seen.index(marker) + len(marker):] if marker in seen else b""
 
     try:
         read_until(b"> ")
         os.write(master, b"What does GP-EquiFlow do?\n")
         read_until(b"timings (ms)")
-        seen = seen[seen.index(b"timings (ms)") + 1:]
         read_until(b"> ")
         os.write(master, b"What does it use to build its priors?\n")
         read_until(b"timings (ms)")
-        assert b"answering: What does GP-EquiFlow use to build its priors?" in seen
-        read_until(b"> ")
-        seen = b""
+        assert b"answering: What does GP-EquiFlow use to build its priors?" in transcript
+        read_until(b"> ")  # the prompt after the second answer (the chat is back in its prompt)
         os.write(master, b"\x03")  # Ctrl-C at the prompt: a fresh prompt, the chat goes on
         read_until(b"> ")
         assert child.poll() is None
