@@ -13,11 +13,17 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from typing import TYPE_CHECKING
+
 from tokenizers import Tokenizer
-from transformers import PreTrainedTokenizerBase
 
 from citerag.index.text import fold, split_sentences
 from citerag.index.types import Document, Passage
+
+if TYPE_CHECKING:  # transformers (and torch) are not imported to chunk: the ONNX embedder's tokenizer is enough
+    from transformers import PreTrainedTokenizerBase
+
+    from citerag.index.embed_onnx import FastTokenizer
 
 _WORD = re.compile(r"\S+")
 
@@ -39,7 +45,8 @@ class Chunker:
     """Sentence-aware, token-sized passage splitter.
 
     Args:
-        tokenizer: the embedding model's tokenizer (``SentenceTransformer.tokenizer``).
+        tokenizer: the embedding model's tokenizer (``SentenceTransformer.tokenizer`` or the ONNX embedder's
+            :class:`~citerag.index.embed_onnx.FastTokenizer`).
         max_seq_length: the encoder's limit in word pieces, special tokens included (256 for all-MiniLM-L6-v2).
         target_tokens: preferred passage length in word pieces (packing stops before exceeding it).
         overlap_tokens: at most this many word pieces of trailing sentences are repeated in the next passage.
@@ -51,7 +58,7 @@ class Chunker:
 
     def __init__(
         self,
-        tokenizer: PreTrainedTokenizerBase,
+        tokenizer: PreTrainedTokenizerBase | FastTokenizer,
         max_seq_length: int = 256,
         target_tokens: int = 128,
         overlap_tokens: int = 64,

@@ -27,6 +27,7 @@ import tempfile
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -55,6 +56,83 @@ def _available_cores() -> int:
         return os.cpu_count() or 1
 
 
+class FastTokenizer:
+    """The model's fast tokenizer (``tokenizer.json``) through the ``tokenizers`` library alone, encoding single
+    texts as transformers' ``PreTrainedTokenizerFast`` does (``[CLS] ... [SEP]`` from the file's post-processor,
+    ``token_type_ids`` 0, truncation to ``max_length``, padding with the pad token to the batch's longest), without
+    importing transformers and torch (about 4 s of a service start). ``tests/index/test_embed_onnx.py`` compares its
+    ids and masks with ``AutoTokenizer``'s.
+
+    Args:
+        path: the ``tokenizer.json`` file.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+    """
+
+    def __init__(self, path: Path) -> None:
+        from tokenizers import Tokenizer
+
+        if not path.is_file():
+            raise FileNotFoundError(f"no tokenizer file at {path}")
+        self.backend_tokenizer = Tokenizer.from_file(str(path))
+        self.backend_tokenizer.no_truncation()  # the file's own settings (truncate at 128, pad to 128) are not used
+        self.backend_tokenizer.no_padding()
+        self.pad_id = self.backend_tokenizer.token_to_id("[PAD]") or 0
+        self._truncating: dict[int, Tokenizer] = {}  # max_length -> a configured copy (settings are per object)
+
+    def _with_truncation(self, max_length: int):  # noqa: ANN202 - a tokenizers.Tokenizer
+        tokenizer = self._truncating.get(max_length)
+        if tokenizer is None:
+            from tokenizers import Tokenizer
+
+            tokenizer = Tokenizer.from_str(self.backend_tokenizer.to_str())
+            tokenizer.enable_truncation(max_length)
+            self._truncating[max_length] = tokenizer  # a race builds two equal copies; either is right
+        return tokenizer
+
+    def __call__(
+        self,
+        texts: str | list[str],
+        *,
+        padding: bool = False,
+        truncation: bool = False,
+        max_length: int | None = None,
+        add_special_tokens: bool = True,
+        return_tensors: str | None = None,
+        verbose: bool = True,  # noqa: ARG002 - accepted as transformers' tokenizers accept it
+    ) -> dict[str, Any]:
+        """``{"input_ids", "token_type_ids", "attention_mask"}``: lists of int per text (a single text: one list),
+        or int64 arrays of shape ``(batch, longest)`` when ``return_tensors="np"`` (which needs ``padding`` for
+        texts of different lengths).
+
+        Raises:
+            ValueError: ``return_tensors`` other than ``None`` or ``"np"``, or unpadded texts of unequal length.
+        """
+        single = isinstance(texts, str)
+        batch = [texts] if single else list(texts)
+        tokenizer = self._with_truncation(max_length) if truncation and max_length else self.backend_tokenizer
+        ids = [encoding.ids for encoding in tokenizer.encode_batch(batch, add_special_tokens=add_special_tokens)]
+        if return_tensors is None and not padding:
+            rows = {"input_ids": ids, "token_type_ids": [[0] * len(i) for i in ids],
+                    "attention_mask": [[1] * len(i) for i in ids]}
+            return {key: value[0] for key, value in rows.items()} if single else rows
+        if return_tensors not in (None, "np"):
+            raise ValueError(f"return_tensors must be None or 'np', got {return_tensors!r}")
+        longest = max((len(i) for i in ids), default=0)
+        if not padding and any(len(i) != longest for i in ids):
+            raise ValueError("texts of different lengths need padding=True")
+        input_ids = np.full((len(ids), longest), self.pad_id, dtype=np.int64)
+        mask = np.zeros((len(ids), longest), dtype=np.int64)
+        for row, row_ids in enumerate(ids):
+            input_ids[row, : len(row_ids)] = row_ids
+            mask[row, : len(row_ids)] = 1
+        arrays = {"input_ids": input_ids, "token_type_ids": np.zeros_like(input_ids), "attention_mask": mask}
+        if return_tensors == "np":
+            return arrays
+        return {key: value.tolist() for key, value in arrays.items()}
+
+
 class OnnxEmbedder:
     """An ONNX BERT-style encoder plus sentence-transformers mean pooling and L2 normalisation, on the CPU.
 
@@ -78,7 +156,7 @@ class OnnxEmbedder:
 
     Attributes:
         dim: embedding dimension (384), read from the model's output shape.
-        tokenizer: the Hugging Face tokenizer (the chunker sizes passages with it).
+        tokenizer: the model's :class:`FastTokenizer` (the chunker sizes passages with it).
 
     Raises:
         ValueError: the ONNX file does not have the inputs/outputs described above.
@@ -94,7 +172,6 @@ class OnnxEmbedder:
         workers: int = 0,
     ) -> None:
         import onnxruntime as ort
-        from transformers import AutoTokenizer
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1  # parallelism comes from concurrent runs (``workers``)
@@ -110,7 +187,7 @@ class OnnxEmbedder:
         if not isinstance(dim, int):
             raise ValueError(f"{model_path}: the first output's last dimension is not fixed ({dim!r})")
         self.dim: int = dim
-        self.tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir), local_files_only=True)
+        self.tokenizer = FastTokenizer(tokenizer_dir / "tokenizer.json")
         self.name = name
         self.max_seq_length = max_seq_length
         self.batch_size = batch_size

@@ -61,7 +61,10 @@ class _Strings:
     __slots__ = ("_offsets", "_data")
 
     def __init__(self, column: pa.ChunkedArray | pa.Array) -> None:
-        array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        if isinstance(column, pa.ChunkedArray):  # combine_chunks copies even one chunk: a mapped column stays mapped
+            array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+        else:
+            array = column
         if array.null_count:
             raise ValueError("a string column of an index table holds nulls")
         _, offsets, data = array.buffers()

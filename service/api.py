@@ -104,7 +104,8 @@ def open_service(settings: Settings, index: LoadedIndex | None, metrics: Metrics
         backend, notes = embedded, index_notes(live)
     key = settings.api_key.get_secret_value() if settings.api_key else None
     service = Service(
-        backend, AnswererLoader(lambda: open_answerer(settings, backend)), AdmissionGate(settings.max_queue),
+        backend, AnswererLoader(lambda: open_answerer(settings, backend), metrics.activity),
+        AdmissionGate(settings.max_queue),
         WriteGuard(key, settings.host), metrics, settings.ask_k, settings.history_max_turns,
         settings.history_max_chars,
     )

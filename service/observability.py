@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 import time
 import traceback
 import uuid
@@ -34,10 +35,44 @@ TRACEBACK_CHARS = 4000
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 120)
 
 
-class Metrics:
-    """The service's Prometheus series in their own registry."""
+class Activity:
+    """When the service last served a request and how many it is serving, probes (``/health``, ``/metrics``)
+    excluded; the request middleware records it (:class:`RequestContext`).
+    Thread-safe."""
+
+    PROBES = frozenset({"/health", "/metrics"})
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._last = time.monotonic()
+
+    def started(self, path: str) -> bool:
+        """Record the start of a request to ``path``; True when it counts (not a probe)."""
+        if path in self.PROBES:
+            return False
+        with self._lock:
+            self._in_flight += 1
+            self._last = time.monotonic()
+        return True
+
+    def finished(self) -> None:
+        """Record the end of a request that :meth:`started` counted."""
+        with self._lock:
+            self._in_flight -= 1
+            self._last = time.monotonic()
+
+    def quiet_for(self) -> float:
+        """Seconds since the last counted request started or ended; 0.0 while one is being served."""
+        with self._lock:
+            return 0.0 if self._in_flight else time.monotonic() - self._last
+
+
+class Metrics:
+    """The service's Prometheus series in their own registry, and its request :attr:`activity`."""
+
+    def __init__(self) -> None:
+        self.activity = Activity()
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "citerag_http_requests", "HTTP requests by route and status.", ["method", "route", "status"],
@@ -101,10 +136,14 @@ class RequestContext(BaseHTTPMiddleware):
         request_id = incoming if _REQUEST_ID.match(incoming) else uuid.uuid4().hex
         request.state.request_id = request_id
         started = time.perf_counter()
+        counted = self.metrics.activity.started(request.url.path)
         try:
             response = await call_next(request)
         except Exception as exc:  # noqa: BLE001 - a bug must still answer JSON, be counted and be logged once
             response = self._internal_error(request, request_id, exc)
+        finally:
+            if counted:
+                self.metrics.activity.finished()
         elapsed = time.perf_counter() - started
         route = _route(request)
         self.metrics.requests.labels(request.method, route, str(response.status_code)).inc()
