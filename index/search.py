@@ -235,10 +235,15 @@ def ranking_results(
     dense_rank, dense_score = _places(dense, chosen.rows)
     results: list[SearchResult] = []
     doc_rows, at_row = getattr(passages, "doc_rows", None), getattr(documents, "at", None)
+    decoded: dict[int, Document] = {}  # a document with several passages in the results is decoded once
     for at, (row, score) in enumerate(zip(rows, chosen.scores.tolist(), strict=True)):
         passage = passages[row]
         # a DocumentTable is read by row (no doc_id -> row map needed); a plain mapping by id
-        doc = at_row(int(doc_rows[row])) if doc_rows is not None and at_row is not None else documents[passage.doc_id]
+        if doc_rows is not None and at_row is not None:
+            doc_row = int(doc_rows[row])
+            doc = decoded.get(doc_row) or decoded.setdefault(doc_row, at_row(doc_row))
+        else:
+            doc = documents[passage.doc_id]
         results.append(
             SearchResult(at + 1, passage, doc, score, bm25_rank[at], dense_rank[at], bm25_score[at], dense_score[at])
         )
