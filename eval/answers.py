@@ -50,6 +50,7 @@ class AnswerRecord:
     papers_named: int = 0  # of the question's papers, how many the answer names
     papers: int = 0
     decision: str | None = None
+    confidence: float = 0.0  # the model's P(yes) for the stated (or best) sentence; 0.0 when not asked
 
 
 def judge(question: DevQuestion, answer: Answer) -> AnswerRecord:
@@ -71,7 +72,7 @@ def judge(question: DevQuestion, answer: Answer) -> AnswerRecord:
     return AnswerRecord(
         question.qid, question.kind, correct, answer.abstained, relevant, len(answer.citations), out_of_range,
         answer.answer, answer.timings_ms, answer.reason, answer.raw, sum(named), len(named),
-        getattr(answer, "decision", None),
+        getattr(answer, "decision", None), float(getattr(answer, "confidence", 0.0)),
     )
 
 

@@ -263,6 +263,13 @@ class BM25Index:
             scores += self._model.nonoccurrence_array[token_ids].sum()
         return np.asarray(scores, dtype=np.float32)
 
+    def document_frequencies(self, tokens: Sequence[str]) -> list[int]:
+        """How many passages contain each of ``tokens`` (0 for a token no passage holds, or an empty index)."""
+        if self._model is None:
+            return [0] * len(tokens)
+        vocab = self._model.vocab_dict
+        return [int(self._df[vocab[t]]) if t in vocab and vocab[t] < len(self._df) else 0 for t in tokens]
+
     def upper_bound(self, query_tokens: list[str]) -> float:
         """The most a passage could score for this query: the sum of the Lucene IDFs of its distinct terms,
         ``log(1 + (N - df + 0.5) / (df + 0.5))``, a term absent from the corpus counting with ``df = 0``.

@@ -90,6 +90,10 @@ class EmbeddedBackend(BackendBase):
         """The retriever over the live version."""
         return self.snapshot.retriever
 
+    def unseen_terms(self, terms: list[str]) -> list[str]:
+        """:meth:`citerag.index.retrieve.Retriever.unseen_terms` over the live version."""
+        return self.snapshot.retriever.unseen_terms(terms)
+
     def search(
         self,
         query: str,

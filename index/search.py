@@ -254,12 +254,11 @@ def _places(run: Ranking, rows: np.ndarray) -> tuple[list[int | None], list[floa
     """For each of ``rows``: its 1-based rank and score in ``run`` (its last place there), or ``None`` twice."""
     if len(run) == 0:
         return [None] * len(rows), [None] * len(rows)
-    place = {row: at for at, row in enumerate(run.rows.tolist())}  # a few hundred rows at most: a dict is cheapest
-    scores = run.scores.tolist()
-    ranks: list[int | None] = []
-    found: list[float | None] = []
-    for row in rows.tolist():
-        at = place.get(row)
-        ranks.append(None if at is None else at + 1)
-        found.append(None if at is None else scores[at])
-    return ranks, found
+    # (len(rows), len(run)) comparisons: ten results against a few hundred candidates
+    equal = rows[:, None] == run.rows[None, :]
+    found = equal.any(axis=1)
+    last = len(run) - 1 - np.argmax(equal[:, ::-1], axis=1)
+    scores = run.scores[last].tolist()
+    ranks = (last + 1).tolist()
+    return ([r if f else None for r, f in zip(ranks, found.tolist(), strict=True)],
+            [v if f else None for v, f in zip(scores, found.tolist(), strict=True)])

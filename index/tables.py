@@ -72,7 +72,8 @@ class _Strings:
         self._data = memoryview(data) if data is not None else memoryview(b"")
 
     def __getitem__(self, row: int) -> str:
-        return str(self._data[self._offsets[row] : self._offsets[row + 1]], "utf-8")
+        item = self._offsets.item  # a Python int: slicing with it is faster than with numpy scalars
+        return str(self._data[item(row) : item(row + 1)], "utf-8")
 
     def __len__(self) -> int:
         return len(self._offsets) - 1

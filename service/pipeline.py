@@ -413,7 +413,7 @@ def open_answerer(settings: Settings, retriever: Searcher) -> Answerer | Evidenc
     if settings.answer_mode == "evidence":
         return EvidenceAnswerer(
             retriever, generator, load_embedder(settings).encode, settings.min_dense_score, settings.min_confidence,
-            settings.evidence_sentences, answer_span=settings.answer_span,
+            settings.evidence_sentences, settings.min_confidence_unseen, answer_span=settings.answer_span,
         )
     embed = load_embedder(settings).encode if settings.ask_sentences else None
     return Answerer(

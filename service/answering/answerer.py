@@ -68,6 +68,9 @@ class EvidenceAnswerer(RetrievingAnswerer):
         min_dense_score: abstain before asking the model when the best passage's cosine is below this.
         min_confidence: abstain when the model's P(yes) for the stated sentence is below this
             (:mod:`~citerag.service.answering.verify`).
+        min_confidence_unseen: the P(yes) a question needs when one of its content words is in no indexed passage
+            (the retriever's ``unseen_terms``; a retriever without it never abstains for this), yes/no questions
+            included (:mod:`~citerag.service.answering.verify`); 0 turns the rule off.
         evidence_sentences: sentences the model judges (1-9).
         weights: ``(dense, bm25, coverage, rank)`` weights of the evidence score (:mod:`~citerag.service.answering.evidence`).
         decision_bias: per-class log-probability offsets of the yes/no/maybe decision.
@@ -85,6 +88,7 @@ class EvidenceAnswerer(RetrievingAnswerer):
         min_dense_score: float = 0.18,
         min_confidence: float = verify.MIN_CONFIDENCE,
         evidence_sentences: int = EVIDENCE_SENTENCES,
+        min_confidence_unseen: float = verify.MIN_CONFIDENCE_UNSEEN,
         decision_bias: dict[str, float] | None = None,
         weights: tuple[float, float, float, float] = DEFAULT_WEIGHTS,
         answer_span: str = "part",
@@ -98,6 +102,7 @@ class EvidenceAnswerer(RetrievingAnswerer):
         self.encode = encode
         self.min_dense_score = min_dense_score
         self.min_confidence = min_confidence
+        self.min_confidence_unseen = min_confidence_unseen
         self.evidence_sentences = evidence_sentences
         self.decision_bias = dict(decision_bias if decision_bias is not None else verify.DECISION_BIAS)
         self.weights = weights
@@ -146,6 +151,12 @@ class EvidenceAnswerer(RetrievingAnswerer):
                 question, passages, evidence, f"the model found no evidence sentence that answers "
                 f"(confidence {confidence:.2f} < {self.min_confidence:.2f})", timings, started, raw, confidence,
             )
+        if confidence < self.min_confidence_unseen and (unseen := self.unseen_words(question)):
+            return self._abstain(
+                question, passages, evidence, f"no indexed passage mentions {', '.join(map(repr, unseen))}, and the "
+                f"best evidence sentence does not make up for it (confidence {confidence:.2f} < "
+                f"{self.min_confidence_unseen:.2f})", timings, started, raw, confidence,
+            )
         used = self._used(question, evidence, p, best) if not named else self._each_named(evidence, final, named)
         several_papers = len({evidence[i].doc_id for i in used}) > 1
         text, citations = compose(
@@ -159,6 +170,16 @@ class EvidenceAnswerer(RetrievingAnswerer):
             question, text, False, "", citations, passages, raw, timings, len(steps), evidence, used, decision,
             confidence,
         )
+
+    def unseen_words(self, question: str) -> list[str]:
+        """The content words of ``question`` (:func:`~citerag.service.answering.verify.content_terms`) that no
+        indexed passage holds, as written in the question; ``[]`` when the retriever cannot tell."""
+        unseen_terms = getattr(self.retriever, "unseen_terms", None)
+        if unseen_terms is None:
+            return []
+        terms = verify.content_terms(question)
+        unseen = set(unseen_terms([token for _, token in terms]))
+        return [word for word, token in terms if token in unseen]
 
     def _select(self, question: str, passages: list[SearchResult], named: list[str]) -> list[Evidence]:
         """The best :attr:`evidence_sentences` sentences, plus the best sentence of each document the question

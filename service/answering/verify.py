@@ -8,12 +8,21 @@
   question (:func:`~citerag.service.answering.generate.relevance`); the service abstains below :data:`MIN_CONFIDENCE`, or
   before asking the model when retrieval found no passage close to the question (best cosine below
   ``min_dense_score``).
+* Unseen terms: a question whose content words include one that no indexed passage holds
+  (:func:`content_terms`, the backend's ``unseen_terms``: "glacier" over ML abstracts) is often about something
+  the corpus does not cover; such a question is answered only when the confidence reaches the higher
+  :data:`MIN_CONFIDENCE_UNSEEN` (yes/no questions included, which otherwise always get a decision), so the evidence
+  must make up for the missing word (a paraphrase, a synonym).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
+from functools import lru_cache
+
+from citerag.index.tokenize import tokenize
 
 #: Per-class log-probability offsets for yes/no/maybe. After the draft (:func:`~citerag.service.answering.generate.decide`)
 #: none is needed: on PubMedQA's dev half the best offsets gained 1 question of 59 (``eval/results/qa.md``), so
@@ -21,6 +30,36 @@ from collections.abc import Mapping
 DECISION_BIAS: dict[str, float] = {"yes": 0.0, "no": 0.0, "maybe": 0.0}
 #: Below this confidence the service abstains (chosen on dev questions; ``eval/results/qa.md``).
 MIN_CONFIDENCE = 0.2
+#: The confidence a question with an unseen content term needs (chosen on dev questions; ``eval/results/qa.md``).
+MIN_CONFIDENCE_UNSEEN = 0.35
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)  # a compound's parts count, not its joined form ("face-verification")
+
+
+@lru_cache(maxsize=1)
+def _function_tokens() -> frozenset[str]:
+    """BM25 tokens of English function words: scikit-learn's stop list (Glasgow IR group's, 318 words), which
+    unlike the BM25 list holds question words ("how", "many", "which"), plus the auxiliary forms it lacks."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    words = [*ENGLISH_STOP_WORDS, "did", "does", "doing", "shall", "having"]
+    return frozenset(t for word in words for t in tokenize(word))
+
+
+def content_terms(question: str) -> list[tuple[str, str]]:
+    """``(word, BM25 token)`` of each distinct content word of ``question``, in order: function words dropped,
+    a hyphenated compound split into its words.
+
+    >>> content_terms("How does the QuillFormer tokenizer split Sanskrit compound-words?")
+    [('QuillFormer', 'quillform'), ('tokenizer', 'token'), ('split', 'split'), ('Sanskrit', 'sanskrit'), ('compound', 'compound'), ('words', 'word')]
+    """
+    function = _function_tokens()
+    seen: dict[str, str] = {}
+    for word in _WORD.findall(question):
+        for token in tokenize(word):
+            if token not in function and token not in seen:
+                seen[token] = word
+    return [(word, token) for token, word in seen.items()]
 
 
 def calibrated_decision(probabilities: Mapping[str, float], bias: Mapping[str, float] = DECISION_BIAS) -> str:

@@ -9,6 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from citerag.index.tokenize import tokenize
 from citerag.index.types import Document, Passage
 from citerag.index.search import SearchResult
 from citerag.service.answering import EvidenceAnswerer
@@ -29,7 +30,7 @@ from citerag.service.answering.prompt import (
     is_yes_no,
     relevance_messages,
 )
-from citerag.service.answering.verify import calibrated_decision
+from citerag.service.answering.verify import calibrated_decision, content_terms
 from citerag.service.generator import Completion
 from tests.conftest import HashEmbedder
 
@@ -257,3 +258,43 @@ def test_a_question_naming_two_papers_states_the_best_sentence_of_each() -> None
     answer = qa.ask("What did the DC-SIGNR study and LU-KV each find?", k=2)
     assert [c.result.document.doc_id for c in answer.citations] == ["covid", "ml"]
     assert answer.answer.startswith("DC-SIGNR in placenta: ") and "LU-KV: " in answer.answer
+
+
+class VocabularyRetriever(FixedRetriever):
+    """A FixedRetriever that also says which BM25 terms its passages hold (the texts' own tokens)."""
+
+    def unseen_terms(self, terms):
+        held = {t for r in self.results for t in tokenize(r.passage.text)}
+        return [t for t in terms if t not in held]
+
+
+def test_content_terms_skip_function_words_and_split_compounds() -> None:
+    assert content_terms("How many GPUs were used to train the face-verification model?") == [
+        ("GPUs", "gpus"), ("used", "use"), ("train", "train"), ("face", "face"), ("verification", "verif"),
+        ("model", "model")]
+    assert content_terms("Is the BRCA1 variant found in healthy controls?") == [
+        ("BRCA1", "brca1"), ("variant", "variant"), ("healthy", "healthi"), ("controls", "control")]
+    assert content_terms("What is it?") == []
+
+
+def test_a_word_no_passage_holds_needs_the_higher_confidence_yes_no_questions_too() -> None:
+    results = [result("covid", COVID), result("pubmed", PUBMED, rank=2)]
+
+    def ask(question: str, relevance: float, decision=None):  # noqa: ANN202
+        qa = EvidenceAnswerer(VocabularyRetriever(results), FixedGenerator([relevance] * 6, decision),
+                              HashEmbedder().encode)
+        return qa, qa.ask(question, k=2)
+
+    qa, answer = ask("Which glacier retreat did the HIV-1 mothers study measure?", 0.3)  # 'glacier' is in no passage
+    assert qa.unseen_words("Which glacier retreat did the HIV-1 mothers study measure?") == ["glacier", "retreat", "measure"]
+    assert answer.abstained and "no indexed passage mentions 'glacier', 'retreat', 'measure'," in answer.reason
+    assert "confidence 0.30 < 0.35" in answer.reason
+    _, sure = ask("Which glacier retreat did the HIV-1 mothers study measure?", 0.9)
+    assert not sure.abstained  # strong evidence makes up for the unseen words (a paraphrase)
+    _, seen = ask("What is the main cause of HIV-1 infection in children?", 0.3)
+    assert not seen.abstained  # every content word is in a passage: the usual threshold (0.2) applies
+    _, yes_no = ask("Can origami crease patterns prevent HIV-1 transmission?", 0.3, {"yes": 0.8, "no": 0.1, "maybe": 0.1})
+    assert yes_no.abstained and yes_no.decision is None
+    off = EvidenceAnswerer(VocabularyRetriever(results), FixedGenerator([0.3] * 6), HashEmbedder().encode,
+                           min_confidence_unseen=0.0)
+    assert not off.ask("Which glacier retreat did the HIV-1 mothers study measure?", k=2).abstained
