@@ -143,7 +143,10 @@ def _without_labels(words: _Words) -> int:
     content word follows."""
     start = 0
     for i, word in enumerate(words.words[:-1]):
-        if _LABEL.match(word) and words.content(i + 1, len(words)) >= 1:
+        # leading: only the label's own upper-case words precede it ("BACKGROUND AND AIM:"), not a clause
+        # ("337.1 (95% CI: 254.1-420.0)" has no label)
+        leading = all(w.isupper() for w in words.words[start:i])
+        if _LABEL.match(word) and leading and words.content(i + 1, len(words)) >= 1:
             start = i + 1
     return start
 

@@ -153,3 +153,15 @@ def test_the_answerer_states_the_part_unless_set_to_sentences() -> None:
         assert answer.answer == stated.rstrip(".") + " [1]."
     with pytest.raises(ValueError):
         EvidenceAnswerer(FixedRetriever(results), FixedGenerator([]), HashEmbedder().encode, answer_span="clause")
+
+
+def test_a_colon_inside_the_sentence_is_no_leading_label() -> None:
+    # COVID-QA test question q3028: "CI:" is part of a confidence interval, not a section label
+    sentence = ("The crude prevalence rate in Shandong in 2010 of sputum positive cases was 22.1 (95% CI: 9.6-34.6), "
+                "bacteriologically confirmed cases was 36.8 (95% CI: 17.8-55.8), and all cases were 337.1 (95% CI: "
+                "254.1-420.0) per 100,000 in adult population.")
+    got = part("What was the prevalence rate in Shandong in 2010 for sputum positive cases of tuberculosis?", sentence)
+    assert got.startswith("The crude prevalence rate") and "22.1 (95% CI: 9.6-34.6)" in got  # three rates: all kept
+    # a label of several upper-case words still goes
+    assert part("Is double balloon enteroscopy useful?", "BACKGROUND AND AIM: There are few data on emergency "
+                "double-balloon enteroscopy.").startswith("There are few data")
