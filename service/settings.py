@@ -127,9 +127,8 @@ class Settings(BaseSettings):
         "sentence answers is below this (chosen on dev questions: eval/results/qa.md).",
     )
     min_confidence_unseen: float = Field(
-        0.35, ge=0.0, le=1.0, description="Evidence mode: the confidence a question needs when one of its content "
-        "words is in no indexed passage (yes/no questions included; 0: off; chosen on dev questions: "
-        "eval/results/qa.md).",
+        0.4, ge=0.0, le=1.0, description="Evidence mode: the confidence a question (not a yes/no one) needs when "
+        "one of its content words is in no indexed passage (0: off; chosen on dev questions: eval/results/qa.md).",
     )
     ask_sentences: int = Field(
         0, ge=0, le=20, description="0: the model reads whole passages (default); n: each passage's n sentences most "

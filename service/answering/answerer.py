@@ -68,9 +68,9 @@ class EvidenceAnswerer(RetrievingAnswerer):
         min_dense_score: abstain before asking the model when the best passage's cosine is below this.
         min_confidence: abstain when the model's P(yes) for the stated sentence is below this
             (:mod:`~citerag.service.answering.verify`).
-        min_confidence_unseen: the P(yes) a question needs when one of its content words is in no indexed passage
-            (the retriever's ``unseen_terms``; a retriever without it never abstains for this), yes/no questions
-            included (:mod:`~citerag.service.answering.verify`); 0 turns the rule off.
+        min_confidence_unseen: the P(yes) a question answered by a stated sentence (not a yes/no one) needs when
+            one of its content words is in no indexed passage (the retriever's ``unseen_terms``; a retriever without
+            it never abstains for this; :mod:`~citerag.service.answering.verify`); 0 turns the rule off.
         evidence_sentences: sentences the model judges (1-9).
         weights: ``(dense, bm25, coverage, rank)`` weights of the evidence score (:mod:`~citerag.service.answering.evidence`).
         decision_bias: per-class log-probability offsets of the yes/no/maybe decision.
@@ -151,7 +151,7 @@ class EvidenceAnswerer(RetrievingAnswerer):
                 question, passages, evidence, f"the model found no evidence sentence that answers "
                 f"(confidence {confidence:.2f} < {self.min_confidence:.2f})", timings, started, raw, confidence,
             )
-        if confidence < self.min_confidence_unseen and (unseen := self.unseen_words(question)):
+        if decision is None and confidence < self.min_confidence_unseen and (unseen := self.unseen_words(question)):
             return self._abstain(
                 question, passages, evidence, f"no indexed passage mentions {', '.join(map(repr, unseen))}, and the "
                 f"best evidence sentence does not make up for it (confidence {confidence:.2f} < "
