@@ -263,6 +263,11 @@ class BM25Index:
             scores += self._model.nonoccurrence_array[token_ids].sum()
         return np.asarray(scores, dtype=np.float32)
 
+    @property
+    def vocabulary_size(self) -> int:
+        """Distinct terms in the indexed passages (0 for an empty index)."""
+        return len(self._df)
+
     def document_frequencies(self, tokens: Sequence[str]) -> list[int]:
         """How many passages contain each of ``tokens`` (0 for a token no passage holds, or an empty index)."""
         if self._model is None:

@@ -90,6 +90,11 @@ class EmbeddedBackend(BackendBase):
         """The retriever over the live version."""
         return self.snapshot.retriever
 
+    @property
+    def vocabulary_size(self) -> int:
+        """:attr:`citerag.index.retrieve.Retriever.vocabulary_size` of the live version."""
+        return self.snapshot.retriever.vocabulary_size
+
     def unseen_terms(self, terms: list[str]) -> list[str]:
         """:meth:`citerag.index.retrieve.Retriever.unseen_terms` over the live version."""
         return self.snapshot.retriever.unseen_terms(terms)

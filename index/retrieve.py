@@ -98,6 +98,11 @@ class Retriever:
         vector = self.embedder.encode([folded])[0]
         return self.index.dense.top(vector, depth, allowed, selector)
 
+    @property
+    def vocabulary_size(self) -> int:
+        """Distinct BM25 terms in the indexed passages."""
+        return self.index.bm25.vocabulary_size
+
     def unseen_terms(self, terms: list[str]) -> list[str]:
         """Those of ``terms`` (BM25 tokens, :func:`~citerag.index.tokenize.tokenize`) that no indexed passage holds."""
         return [t for t, df in zip(terms, self.index.bm25.document_frequencies(terms), strict=True) if df == 0]

