@@ -6,10 +6,12 @@ from __future__ import annotations
 import fcntl
 import os
 import select
+import signal
 import subprocess
 import sys
 import termios
 import time
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -79,11 +81,27 @@ def test_chat_in_a_pseudo_terminal_two_turns_ctrl_c_then_ctrl_d() -> None:
     )
     master, slave = os.openpty()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path]), "COLUMNS": "200", "TERM": "dumb"}
-    # a session of its own whose controlling terminal is the pty: Ctrl-C there is a SIGINT, as at a real terminal
+    def as_at_a_terminal() -> None:
+        """In the child: a session of its own whose controlling terminal is the pty, so Ctrl-C there is a SIGINT,
+        and SIGINT handled as in a shell-started process: an ignored disposition and a blocked mask are inherited
+        through exec, and a test process may hold either (a library's thread or handler), which would leave
+        the chat deaf to Ctrl-C."""
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
     child = subprocess.Popen([sys.executable, "-c", script], stdin=slave, stdout=slave, stderr=slave, env=env,
-                             cwd=ROOT, close_fds=True, start_new_session=True,
-                             preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+                             cwd=ROOT, close_fds=True, start_new_session=True, preexec_fn=as_at_a_terminal)
     os.close(slave)
+    def state() -> str:
+        """The child's signal state and where it waits, for a failure message."""
+        try:
+            status = Path(f"/proc/{child.pid}/status").read_text().splitlines()
+            wchan = Path(f"/proc/{child.pid}/wchan").read_text()
+        except OSError as exc:
+            return f"child gone ({exc}), exit {child.poll()}"
+        return f"child {[line for line in status if line.startswith(('State', 'Sig'))]}, waiting in {wchan!r}"
+
     seen = b""  # output not yet consumed by a read_until
     transcript = b""  # everything the chat wrote
 
@@ -93,7 +111,7 @@ def test_chat_in_a_pseudo_terminal_two_turns_ctrl_c_then_ctrl_d() -> None:
         nonlocal seen, transcript
         deadline = time.monotonic() + timeout
         while marker not in seen:
-            assert time.monotonic() < deadline, f"no {marker!r} in {seen.decode(errors='replace')!r}"
+            assert time.monotonic() < deadline, f"no {marker!r} in {seen.decode(errors='replace')!r}; {state()}"
             if select.select([master], [], [], 0.2)[0]:
                 try:
                     chunk = os.read(master, 65536)
