@@ -285,11 +285,9 @@ class BM25Index:
         """
         if self._model is None or not query_tokens:
             return 1.0
-        vocab = self._model.vocab_dict
         n = self.size
         total = 0.0
-        for token in set(query_tokens):
-            df = int(self._df[vocab[token]]) if token in vocab else 0
+        for df in self.document_frequencies(list(set(query_tokens))):
             total += math.log(1 + (n - df + 0.5) / (df + 0.5))
         return total or 1.0
 
