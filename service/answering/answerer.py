@@ -103,6 +103,10 @@ class EvidenceAnswerer(RetrievingAnswerer):
         self.min_dense_score = min_dense_score
         self.min_confidence = min_confidence
         self.min_confidence_unseen = min_confidence_unseen
+        if min_confidence_unseen > 0:
+            # the function-word list comes from scikit-learn, whose import takes ~1.3 s: paid here (the model loads
+            # in the background) rather than by the first question, which would also stall searches meanwhile
+            verify.content_terms("")
         self.evidence_sentences = evidence_sentences
         self.decision_bias = dict(decision_bias if decision_bias is not None else verify.DECISION_BIAS)
         self.weights = weights
