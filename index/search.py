@@ -12,20 +12,22 @@ the same way, only the candidate lists come from different engines:
 
 Steps 3 and 4 also come over :class:`~citerag.index.types.Ranking` arrays (:func:`rank_rankings`,
 :func:`select_ranking`, :func:`ranking_results`), which the embedded backend runs so that only the ``k`` results
-returned become Python objects; the ``Hit`` forms convert and call them, so both give the same results.
+returned become Python objects; the ``Hit`` forms convert and call them, so both give the same results. A fused
+ranking keeps each row's place in the lists it was fused from (:attr:`~citerag.index.types.Ranking.places`), so a
+result's BM25 and dense ranks are read, not searched for; over an index version's tables a result decodes its
+passage and document only when they are read (:class:`SearchResult`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import FrozenInstanceError
 from typing import get_args
-
-import numpy as np
 
 from citerag.index.fusion import (
     bounded_score_fusion_rankings, reciprocal_rank_fusion_rankings, weighted_score_fusion_rankings,
 )
+from citerag.index.tables import DocumentTable, PassageTable
 from citerag.index.types import Document, FusionMethod, Hit, Passage, Ranking, RetrievalMode
 
 #: Every search mode and every hybrid fusion method, in the order messages list them.
@@ -35,26 +37,140 @@ FUSION_METHODS: tuple[str, ...] = get_args(FusionMethod)
 PASSAGES_PER_DOC = 3  # candidate-depth multiplier for one-passage-per-document searches
 
 
-@dataclass(frozen=True, slots=True)
+#: The constructor's fields of :class:`SearchResult`, in order.
+RESULT_FIELDS = ("rank", "passage", "document", "score", "bm25_rank", "dense_rank", "bm25_score", "dense_score")
+_set = object.__setattr__
+
+
 class SearchResult:
-    """One ranked passage with its provenance.
+    """One ranked passage with its provenance; immutable (:meth:`replace` makes changed copies).
+
+    A result of the embedded backend holds its passage and document as rows of the version's memory-mapped tables
+    and decodes each on first access: ranking decodes no text, as Lucene's ``TopDocs`` come before the stored
+    fields and Elasticsearch's query phase before its fetch phase. A caller showing ten results with their labels
+    (``GET /search``) decodes ten passages and ten labels; one answering from them (``/ask``) also the documents,
+    each passage and document once per result list. Built with passages and documents (Milvus, tests) it holds them.
 
     Attributes:
         rank: 1-based rank in the final list.
+        passage: the passage (:class:`~citerag.index.types.Passage`).
+        document: its document (:class:`~citerag.index.types.Document`).
+        label: the document's display label, read alone when the document is not decoded yet.
         score: the final score: BM25 score, cosine similarity, or fused score, by mode.
         bm25_rank, dense_rank: 1-based rank of this passage in the BM25 / dense candidate lists, ``None`` when it
             was not among that retriever's candidates (or the mode did not run it).
         bm25_score, dense_score: the passage's BM25 score / cosine similarity when it was a candidate, else ``None``.
     """
 
-    rank: int
-    passage: Passage
-    document: Document
-    score: float
-    bm25_rank: int | None
-    dense_rank: int | None
-    bm25_score: float | None = None
-    dense_score: float | None = None
+    # one tuple (rank, score, bm25_rank, dense_rank, bm25_score, dense_score, passage, document, tables, row,
+    # doc_row): a result is made in one assignment (~0.3 us; eleven slots took ~2.5), ten a search
+    __slots__ = ("_v",)
+
+    def __init__(self, rank: int, passage: Passage, document: Document, score: float, bm25_rank: int | None,
+                 dense_rank: int | None, bm25_score: float | None = None, dense_score: float | None = None) -> None:
+        _set(self, "_v", (rank, score, bm25_rank, dense_rank, bm25_score, dense_score, passage, document, None, -1, -1))
+
+    @classmethod
+    def read_later(cls, rank: int, tables: _ResultTables, row: int, doc_row: int, score: float,
+                   bm25_rank: int | None, dense_rank: int | None, bm25_score: float | None,
+                   dense_score: float | None) -> SearchResult:
+        """A result whose passage is ``tables.passages[row]`` and document ``tables.documents.at(doc_row)``,
+        decoded on first access."""
+        result = cls.__new__(cls)
+        _set(result, "_v", (rank, score, bm25_rank, dense_rank, bm25_score, dense_score, None, None, tables, row,
+                            doc_row))
+        return result
+
+    rank = property(lambda self: self._v[0])
+    score = property(lambda self: self._v[1])
+    bm25_rank = property(lambda self: self._v[2])
+    dense_rank = property(lambda self: self._v[3])
+    bm25_score = property(lambda self: self._v[4])
+    dense_score = property(lambda self: self._v[5])
+
+    @property
+    def passage(self) -> Passage:
+        v = self._v
+        return v[6] if v[8] is None else v[8].passage(v[9])
+
+    @property
+    def document(self) -> Document:
+        v = self._v
+        return v[7] if v[8] is None else v[8].document(v[10])
+
+    @property
+    def label(self) -> str:
+        v = self._v
+        return v[7].label if v[8] is None else v[8].label(v[10])
+
+    def replace(self, **changes: object) -> SearchResult:
+        """A copy with ``changes`` (fields of :data:`RESULT_FIELDS`) applied, as :func:`dataclasses.replace`; what
+        is not decoded yet stays so.
+
+        Raises:
+            TypeError: a name that is not a field.
+        """
+        if unknown := sorted(set(changes) - set(RESULT_FIELDS)):
+            raise TypeError(f"SearchResult has no field {unknown[0]!r}; fields: {', '.join(RESULT_FIELDS)}")
+        if not {"passage", "document"} & changes.keys():
+            rank, score, bm25_rank, dense_rank, bm25_score, dense_score, *held = self._v
+            values = (changes.get("rank", rank), changes.get("score", score), changes.get("bm25_rank", bm25_rank),
+                      changes.get("dense_rank", dense_rank), changes.get("bm25_score", bm25_score),
+                      changes.get("dense_score", dense_score), *held)
+            copy = SearchResult.__new__(SearchResult)
+            _set(copy, "_v", values)
+            return copy
+        return SearchResult(**{name: changes.get(name, getattr(self, name)) for name in RESULT_FIELDS})
+
+    def _values(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in RESULT_FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SearchResult):
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return "SearchResult(" + ", ".join(f"{name}={getattr(self, name)!r}" for name in RESULT_FIELDS) + ")"
+
+    def __reduce__(self) -> tuple[type[SearchResult], tuple[object, ...]]:
+        return SearchResult, self._values()  # pickled and copied decoded: the tables stay with their process
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}: a SearchResult is immutable (use replace())")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}: a SearchResult is immutable")
+
+
+class _ResultTables:
+    """The tables one result list reads from, with the passages and documents it has decoded (each once)."""
+
+    __slots__ = ("passages", "documents", "_passages", "_documents")
+
+    def __init__(self, passages: PassageTable, documents: DocumentTable) -> None:
+        self.passages, self.documents = passages, documents
+        self._passages: dict[int, Passage] = {}
+        self._documents: dict[int, Document] = {}
+
+    def passage(self, row: int) -> Passage:
+        passage = self._passages.get(row)
+        if passage is None:
+            passage = self._passages.setdefault(row, self.passages[row])
+        return passage
+
+    def document(self, doc_row: int) -> Document:
+        document = self._documents.get(doc_row)
+        if document is None:
+            document = self._documents.setdefault(doc_row, self.documents.at(doc_row))
+        return document
+
+    def label(self, doc_row: int) -> str:
+        document = self._documents.get(doc_row)
+        return document.label if document is not None else self.documents.label_at(doc_row)
 
 
 def _listed(values: Sequence[str]) -> str:
@@ -194,7 +310,7 @@ def select_hits(ranked: Sequence[Hit], passages: Sequence[Passage], k: int, one_
 def select_ranking(ranked: Ranking, passages: Sequence[Passage], k: int, one_per_doc: bool) -> Ranking:
     """:func:`select_hits` over arrays."""
     if not one_per_doc:
-        return ranked if len(ranked) <= k else Ranking(ranked.rows[:k], ranked.scores[:k])
+        return ranked if len(ranked) <= k else ranked.take(slice(k))
     kept: list[int] = []
     seen_docs: set[object] = set()
     doc_rows = getattr(passages, "doc_rows", None)  # a PassageTable's row -> document row, no passage built
@@ -206,7 +322,7 @@ def select_ranking(ranked: Ranking, passages: Sequence[Passage], k: int, one_per
         kept.append(at)
         if len(kept) == k:
             break
-    return Ranking(ranked.rows[kept], ranked.scores[kept])
+    return ranked.take(kept)
 
 
 def search_results(
@@ -229,36 +345,38 @@ def ranking_results(
     documents: Mapping[str, Document],
 ) -> list[SearchResult]:
     """:func:`search_results` over arrays: only the ``len(chosen)`` results are made as objects. A row listed twice
-    in a candidate list takes its rank and score from the later place."""
-    rows = chosen.rows.tolist()
-    bm25_rank, bm25_score = _places(bm25, chosen.rows)
-    dense_rank, dense_score = _places(dense, chosen.rows)
-    results: list[SearchResult] = []
-    doc_rows, at_row = getattr(passages, "doc_rows", None), getattr(documents, "at", None)
-    decoded: dict[int, Document] = {}  # a document with several passages in the results is decoded once
-    for at, (row, score) in enumerate(zip(rows, chosen.scores.tolist(), strict=True)):
-        passage = passages[row]
-        # a DocumentTable is read by row (no doc_id -> row map needed); a plain mapping by id
-        if doc_rows is not None and at_row is not None:
-            doc_row = int(doc_rows[row])
-            doc = decoded.get(doc_row) or decoded.setdefault(doc_row, at_row(doc_row))
-        else:
-            doc = documents[passage.doc_id]
-        results.append(
-            SearchResult(at + 1, passage, doc, score, bm25_rank[at], dense_rank[at], bm25_score[at], dense_score[at])
-        )
-    return results
+    in a candidate list takes its rank and score from the later place.
+
+    Over a :class:`~citerag.index.tables.PassageTable` and :class:`~citerag.index.tables.DocumentTable` the results
+    decode their passage and document on first access (:class:`SearchResult`); other sequences and mappings are
+    read at once, by row and by ``doc_id``."""
+    bm25_rank, bm25_score = _places(bm25, chosen, 0)
+    dense_rank, dense_score = _places(dense, chosen, 1)
+    rows, scores = chosen.rows.tolist(), chosen.scores.tolist()
+    places = zip(scores, bm25_rank, dense_rank, bm25_score, dense_score, strict=True)
+    if isinstance(passages, PassageTable) and isinstance(documents, DocumentTable):
+        tables = _ResultTables(passages, documents)
+        rows_of_documents = passages.doc_rows[chosen.rows].tolist()
+        return [SearchResult.read_later(at + 1, tables, row, doc_row, *place)
+                for at, (row, doc_row, place) in enumerate(zip(rows, rows_of_documents, places, strict=True))]
+    listed = [passages[row] for row in rows]
+    return [SearchResult(at + 1, passage, documents[passage.doc_id], *place)
+            for at, (passage, place) in enumerate(zip(listed, places, strict=True))]
 
 
-def _places(run: Ranking, rows: np.ndarray) -> tuple[list[int | None], list[float | None]]:
-    """For each of ``rows``: its 1-based rank and score in ``run`` (its last place there), or ``None`` twice."""
+def _places(run: Ranking, chosen: Ranking, which: int) -> tuple[list[int | None], list[float | None]]:
+    """For each row of ``chosen``: its 1-based rank and score in ``run`` (its last place there), or ``None`` twice.
+
+    Read from ``chosen.places`` when ``chosen`` was fused from ``run`` (as its ``which``-th run) and when ``chosen``
+    is ``run`` itself (a single retriever's search); otherwise looked up."""
     if len(run) == 0:
-        return [None] * len(rows), [None] * len(rows)
-    # (len(rows), len(run)) comparisons: ten results against a few hundred candidates
-    equal = rows[:, None] == run.rows[None, :]
-    found = equal.any(axis=1)
-    last = len(run) - 1 - np.argmax(equal[:, ::-1], axis=1)
-    scores = run.scores[last].tolist()
-    ranks = (last + 1).tolist()
-    return ([r if f else None for r, f in zip(ranks, found.tolist(), strict=True)],
-            [v if f else None for v, f in zip(scores, found.tolist(), strict=True)])
+        return [None] * len(chosen), [None] * len(chosen)
+    scores = run.scores.tolist()
+    if chosen is run:
+        return list(range(1, len(scores) + 1)), scores
+    if chosen.places is not None and len(chosen.runs) > which and chosen.runs[which] is run:
+        found: list[int | None] = [None if at < 0 else at for at in chosen.places[which].tolist()]
+    else:
+        place = {row: at for at, row in enumerate(run.rows.tolist())}  # a row listed twice keeps its later place
+        found = [place.get(row) for row in chosen.rows.tolist()]
+    return [None if at is None else at + 1 for at in found], [None if at is None else scores[at] for at in found]

@@ -272,6 +272,10 @@ class DocumentTable(Mapping[str, Document]):
         return Document(self._doc_id[row], self._title[row], self._text[row], self._label[row],
                         json.loads(self._meta[row]))
 
+    def label_at(self, row: int) -> str:
+        """The display label of one row, without building its document (what a list of search results shows)."""
+        return self._label[row]
+
     def meta_at(self, row: int) -> dict[str, Any]:
         """The metadata of one row, without building its document."""
         return json.loads(self._meta[row])

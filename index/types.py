@@ -95,13 +95,23 @@ class Ranking:
             returns).
         scores: float, shape ``(n,)``, aligned with ``rows``: float32 as BM25 (bm25s) and FAISS return them, float64
             for fused scores; :meth:`hits` turns them into Python floats, as :class:`Hit` holds them.
+        runs: for a fused list, the candidate lists it was fused from (``()`` for a retriever's own list).
+        places: for a fused list, int64 of shape ``(len(runs), n)``: each row's 0-based place in each of ``runs``
+            (its later place when listed twice), ``-1`` where absent; ``None`` otherwise.
     """
 
     rows: np.ndarray
     scores: np.ndarray
+    runs: tuple[Ranking, ...] = ()
+    places: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    def take(self, at: slice | np.ndarray | list[int]) -> Ranking:
+        """The entries ``at`` (a slice, or 0-based positions), their places in ``runs`` kept."""
+        places = None if self.places is None else self.places[:, at]
+        return Ranking(self.rows[at], self.scores[at], self.runs, places)
 
     def hits(self) -> list[Hit]:
         """The same list as :class:`Hit` objects (Python ``int`` rows and ``float`` scores)."""

@@ -52,7 +52,7 @@ def merge_same_document(results: list[SearchResult]) -> list[SearchResult]:
                 merged.append(current)
                 current = result
         merged.append(current)
-    return [replace(result, rank=rank) for rank, result in enumerate(merged, start=1)]
+    return [result.replace(rank=rank) for rank, result in enumerate(merged, start=1)]
 
 
 def select_sentences(
@@ -110,8 +110,7 @@ def _join(a: SearchResult, b: SearchResult) -> SearchResult:
         text=a.document.text[start:end],
         n_tokens=a.passage.n_tokens + b.passage.n_tokens,  # an upper bound (the overlap is counted twice)
     )
-    return replace(
-        a,
+    return a.replace(
         passage=passage,
         rank=min(a.rank, b.rank),
         score=max(a.score, b.score),

@@ -22,7 +22,6 @@ cited, so nothing an assistant turn says can become evidence.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -241,4 +240,4 @@ def keep_candidates(
     found = search_kept(list(keep))
     if not found:
         return results
-    return [*results[:-1], dataclasses.replace(found[0], rank=results[-1].rank)]
+    return [*results[:-1], found[0].replace(rank=results[-1].rank)]

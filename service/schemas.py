@@ -122,7 +122,7 @@ class PassageOut(BaseModel):
             rank=result.rank,
             doc_id=result.passage.doc_id,
             chunk_id=result.passage.chunk_id,
-            title=result.document.label,
+            title=result.label,
             text=result.passage.text,
             score=round(result.score, 6),
             bm25_rank=result.bm25_rank,

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from citerag.index.fusion import min_max, reciprocal_rank_fusion, weighted_score_fusion
-from citerag.index.types import Hit
+from citerag.index.fusion import (
+    min_max, reciprocal_rank_fusion, reciprocal_rank_fusion_rankings, weighted_score_fusion,
+)
+from citerag.index.types import Hit, Ranking
 
 
 def _run(rows: list[int], scores: list[float] | None = None) -> list[Hit]:
@@ -79,3 +82,14 @@ def test_bm25_upper_bound_is_the_sum_of_lucene_idfs() -> None:
     assert index.upper_bound(["unseen"]) == pytest.approx(idf(0))
     # no passage can reach the bound: scores / bound stay below 1
     assert index.scores(["kv", "cache"]).max() < index.upper_bound(["kv", "cache"])
+
+
+def test_a_fused_list_keeps_each_rows_place_in_its_runs() -> None:
+    """``places``: 0-based place per run, -1 where absent, the later place of a row listed twice."""
+    bm25 = Ranking(np.array([7, 3, 9, 3]), np.array([4.0, 3.0, 2.0, 1.0]))
+    dense = Ranking(np.array([9, 5]), np.array([0.9, 0.8]))
+    fused = reciprocal_rank_fusion_rankings([bm25, dense], k=60, top_k=10)
+    assert fused.runs[0] is bm25 and fused.runs[1] is dense and fused.rows.tolist() == [9, 3, 7, 5]
+    assert fused.places.tolist() == [[2, 3, 0, -1], [0, -1, -1, 1]]
+    assert fused.scores.tolist() == [1 / 63 + 1 / 61, 1 / 62 + 1 / 64, 1 / 61, 1 / 62]
+    assert fused.take(slice(2)).places.tolist() == [[2, 3], [0, -1]]

@@ -57,3 +57,15 @@ def test_bounded_fusion_scores_stay_in_range(a: list[Hit], b: list[Hit], bound: 
     bm25 = [Hit(h.row, h.score * bound) for h in a]  # scores never exceed the bound
     for hit in bounded_score_fusion(bm25, b, bound, top_k=100):
         assert 0.0 <= hit.score <= 1.0 + 1e-9
+
+
+@given(st.lists(RUN, min_size=1, max_size=3), st.integers(0, 100))
+def test_rrf_scores_are_the_sums_added_in_python(runs: list[list[Hit]], k: int) -> None:
+    """Bit for bit: a row's RRF score is 0.0 plus its ``1 / (k + rank)`` of each run, added in run order; ties
+    (equal sums) keep the lower row first."""
+    expected: dict[int, float] = {}
+    for run in runs:
+        for rank, hit in enumerate(run, start=1):
+            expected[hit.row] = expected.get(hit.row, 0.0) + 1.0 / (k + rank)
+    fused = reciprocal_rank_fusion(runs, k=k, top_k=1000)
+    assert [(h.row, h.score) for h in fused] == sorted(expected.items(), key=lambda item: (-item[1], item[0]))

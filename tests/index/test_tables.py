@@ -1,7 +1,11 @@
-"""The Arrow passage and document tables: round trips through the mapped files, row access, assembly."""
+"""The Arrow passage and document tables: round trips through the mapped files, row access, assembly, and the
+search results read from them."""
 
 from __future__ import annotations
 
+import copy
+import pickle
+from dataclasses import FrozenInstanceError
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +18,8 @@ from citerag.index.tables import (
     open_table,
     write_table,
 )
-from citerag.index.types import Document, Passage
+from citerag.index.search import ranking_results
+from citerag.index.types import Document, Passage, Ranking
 
 DOCS = [
     Document("a", "", "Équivariant flows on $SE(3)$ — **fast**.", "Équivariant flows", {"year": 2026}),
@@ -69,3 +74,33 @@ def test_empty_tables_and_a_wrong_schema(tmp_path: Path) -> None:
         open_table(tmp_path / "p.arrow", DOCUMENT_SCHEMA)
     with pytest.raises(ValueError, match="share a doc_id"):
         DocumentTable.build([DOCS[0], DOCS[0]])
+
+
+def test_search_results_over_the_tables_read_rows_on_access(tmp_path: Path) -> None:
+    """Results over mapped tables decode their passage and document when read, and equal results built from the
+    same passages and documents as objects (the Milvus backend's and the tests' form)."""
+    documents, passages = _written(tmp_path)
+    chosen = Ranking(np.array([2, 0, 1]), np.array([0.9, 0.5, 0.25]))
+    bm25 = Ranking(np.array([0, 2]), np.array([3.5, 1.25], dtype=np.float32))
+    dense = Ranking(np.array([1]), np.array([0.75], dtype=np.float32))
+    read = ranking_results(chosen, bm25, dense, passages, documents)
+    held = ranking_results(chosen, bm25, dense, PASSAGES, {d.doc_id: d for d in DOCS})
+    assert [r.label for r in read] == ["BRCA1 variants", "Équivariant flows", "Équivariant flows"]
+    assert read == held and [r.passage for r in read] == [PASSAGES[2], PASSAGES[0], PASSAGES[1]]
+    assert [(r.rank, r.bm25_rank, r.dense_rank, r.bm25_score, r.dense_score) for r in read] == [
+        (1, 2, None, 1.25, None), (2, 1, None, 3.5, None), (3, None, 1, None, 0.75)]
+    assert read[1].document is read[2].document == DOCS[0]  # one document decoded once per result list
+    assert pickle.loads(pickle.dumps(read[0])) == held[0] and copy.copy(read[0]) == held[0]
+
+
+def test_a_search_result_is_immutable_and_replaced_by_copy(tmp_path: Path) -> None:
+    documents, passages = _written(tmp_path)
+    result = ranking_results(Ranking(np.array([1]), np.array([0.5])), Ranking.empty(), Ranking.empty(),
+                             passages, documents)[0]
+    moved = result.replace(rank=4)
+    assert (moved.rank, moved.passage, moved.document, result.rank) == (4, PASSAGES[1], DOCS[0], 1)
+    with pytest.raises(FrozenInstanceError):
+        result.rank = 2  # type: ignore[misc]
+    with pytest.raises(TypeError, match="no field 'row'"):
+        result.replace(row=3)
+    assert "SearchResult(rank=1, passage=Passage(chunk_id='a#1'" in repr(result)

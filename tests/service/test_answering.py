@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-import numpy as np
 import pytest
 
 from citerag.index.tokenize import tokenize
@@ -63,8 +62,8 @@ def test_candidate_sentences_have_exact_document_spans() -> None:
 def test_a_sentence_in_two_overlapping_passages_is_one_candidate() -> None:
     whole = result("covid", COVID)
     second_start = COVID.index("DC-SIGNR")
-    tail = replace(whole, passage=replace(whole.passage, chunk_id="covid#1", start=second_start,
-                                          text=COVID[second_start:]), rank=2)
+    tail = whole.replace(passage=replace(whole.passage, chunk_id="covid#1", start=second_start,
+                                         text=COVID[second_start:]), rank=2)
     assert len(candidate_sentences([whole, tail])) == 3
 
 
