@@ -10,7 +10,9 @@ What is timed, one query at a time (200 titles of the 22,981-abstract corpus dra
 - citerag: ``Retriever.search(query, k=10, mode=...)`` over the index loaded as the service loads it (verified,
   memory-mapped). Tokenising, fusion and result assembly are included; the query *embedding* is not: the retriever
   gets a :class:`~bench.common.PrecomputedEmbedder` holding the query vectors computed beforehand with the real
-  model, and that encoding is timed on its own row.
+  model, and that encoding is timed on its own row. A result decodes its passage and document when they are first
+  read (``citerag.index.search.SearchResult``), so two more hybrid rows read them: every result's passage and label
+  (what ``GET /search`` returns), and every passage and document (what ``/ask`` reads).
 - raw bm25s: ``BM25.get_scores(token ids)`` on the same index files and query tokens + a plain numpy top-k
   (``bm25s.selection.topk``, which is slower here, is timed on its own row).
 - raw FAISS: ``citerag.index.search`` on the same ``dense.faiss`` (same kind; HNSW at the same efSearch) with one OpenMP
@@ -133,6 +135,12 @@ def interleaved(pairs: dict[str, tuple[Callable[[int], object], Callable[[int], 
     return times
 
 
+def mode_label(mode: str, kind: str) -> str:
+    """A table's mode cell: the dense index kind after the mode's first word when it runs the dense index."""
+    head, comma, tail = mode.partition(",")
+    return mode if head == "bm25" else f"{head} ({kind}){comma}{tail}"
+
+
 def latency_rows(label: str, index: LoadedIndex, retriever: Retriever, raw: Raw, queries: list[str],
                  vectors: np.ndarray) -> tuple[list[list[str]], dict]:
     """Table rows (bm25, dense, hybrid) for one size, and the percentiles by ``(mode, side)``."""
@@ -146,6 +154,15 @@ def latency_rows(label: str, index: LoadedIndex, retriever: Retriever, raw: Raw,
             lambda i: retriever.search(queries[i], K, "hybrid"),
             lambda i: (raw.bm25_top(ids[i], depth), raw.dense_top_one_thread(vectors[i : i + 1], depth)),
         ),
+        # results are read on access (SearchResult): what GET /search then reads, and what /ask reads besides
+        "hybrid, passages + labels read": (
+            lambda i: [(r.passage, r.label) for r in retriever.search(queries[i], K, "hybrid")],
+            lambda i: (raw.bm25_top(ids[i], depth), raw.dense_top_one_thread(vectors[i : i + 1], depth)),
+        ),
+        "hybrid, passages + documents read": (
+            lambda i: [(r.passage, r.document) for r in retriever.search(queries[i], K, "hybrid")],
+            lambda i: (raw.bm25_top(ids[i], depth), raw.dense_top_one_thread(vectors[i : i + 1], depth)),
+        ),
     }
     times = interleaved(pairs, len(queries))
     stats = {key: percentiles(value) for key, value in times.items()}
@@ -155,7 +172,7 @@ def latency_rows(label: str, index: LoadedIndex, retriever: Retriever, raw: Raw,
     for mode in pairs:
         ours, theirs = stats[(mode, "citerag")], stats[(mode, "raw")]
         rows.append([
-            label, f"{len(index.passages):,}", f"{mode} ({index.dense.kind})" if mode != "bm25" else mode,
+            label, f"{len(index.passages):,}", mode_label(mode, index.dense.kind),
             fmt(ours["p50"]), fmt(ours["p95"]), fmt(ours["p99"]),
             fmt(theirs["p50"]), fmt(theirs["p95"]), fmt(theirs["p99"]),
             fmt(ours["p50"] / theirs["p50"]), fmt(ours["p95"] / theirs["p95"]),
