@@ -147,30 +147,33 @@ class SearchResult:
 
 
 class _ResultTables:
-    """The tables one result list reads from, with the passages and documents it has decoded (each once)."""
+    """The tables one result list reads from: the first read of a passage, a label or a document decodes that field
+    of every result (a document listed twice once)."""
 
-    __slots__ = ("passages", "documents", "_passages", "_documents")
+    __slots__ = ("passages", "documents", "rows", "doc_rows", "_passages", "_labels", "_documents")
 
-    def __init__(self, passages: PassageTable, documents: DocumentTable) -> None:
-        self.passages, self.documents = passages, documents
-        self._passages: dict[int, Passage] = {}
-        self._documents: dict[int, Document] = {}
+    def __init__(self, passages: PassageTable, documents: DocumentTable, rows: list[int], doc_rows: list[int]) -> None:
+        self.passages, self.documents, self.rows, self.doc_rows = passages, documents, rows, doc_rows
+        self._passages: dict[int, Passage] | None = None
+        self._labels: dict[int, str] | None = None
+        self._documents: dict[int, Document] | None = None
 
     def passage(self, row: int) -> Passage:
-        passage = self._passages.get(row)
-        if passage is None:
-            passage = self._passages.setdefault(row, self.passages[row])
-        return passage
+        if self._passages is None:
+            self._passages = dict(zip(self.rows, self.passages.passages_at(self.rows), strict=True))
+        return self._passages[row]
 
     def document(self, doc_row: int) -> Document:
-        document = self._documents.get(doc_row)
-        if document is None:
-            document = self._documents.setdefault(doc_row, self.documents.at(doc_row))
-        return document
+        if self._documents is None:
+            distinct = list(dict.fromkeys(self.doc_rows))
+            self._documents = dict(zip(distinct, self.documents.documents_at(distinct), strict=True))
+        return self._documents[doc_row]
 
     def label(self, doc_row: int) -> str:
-        document = self._documents.get(doc_row)
-        return document.label if document is not None else self.documents.label_at(doc_row)
+        if self._labels is None:
+            distinct = list(dict.fromkeys(self.doc_rows))
+            self._labels = dict(zip(distinct, self.documents.labels_at(distinct), strict=True))
+        return self._labels[doc_row]
 
 
 def _listed(values: Sequence[str]) -> str:
@@ -355,10 +358,10 @@ def ranking_results(
     rows, scores = chosen.rows.tolist(), chosen.scores.tolist()
     places = zip(scores, bm25_rank, dense_rank, bm25_score, dense_score, strict=True)
     if isinstance(passages, PassageTable) and isinstance(documents, DocumentTable):
-        tables = _ResultTables(passages, documents)
-        rows_of_documents = passages.doc_rows[chosen.rows].tolist()
+        doc_rows = passages.doc_rows[chosen.rows].tolist()
+        tables = _ResultTables(passages, documents, rows, doc_rows)
         return [SearchResult.read_later(at + 1, tables, row, doc_row, *place)
-                for at, (row, doc_row, place) in enumerate(zip(rows, rows_of_documents, places, strict=True))]
+                for at, (row, doc_row, place) in enumerate(zip(rows, doc_rows, places, strict=True))]
     listed = [passages[row] for row in rows]
     return [SearchResult(at + 1, passage, documents[passage.doc_id], *place)
             for at, (passage, place) in enumerate(zip(listed, places, strict=True))]

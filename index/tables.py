@@ -75,6 +75,12 @@ class _Strings:
         item = self._offsets.item  # a Python int: slicing with it is faster than with numpy scalars
         return str(self._data[item(row) : item(row + 1)], "utf-8")
 
+    def take(self, rows: Sequence[int]) -> list[str]:
+        """The strings of ``rows`` (Python ints, each in ``0 .. len - 1``) in that order. Row by row: for a result
+        list's ten rows, numpy gathers of the offsets cost more than twenty ``item`` calls."""
+        item, data = self._offsets.item, self._data
+        return [str(data[item(row) : item(row + 1)], "utf-8") for row in rows]
+
     def __len__(self) -> int:
         return len(self._offsets) - 1
 
@@ -195,13 +201,18 @@ class PassageTable(Sequence[Passage]):
             row += len(self)
         if not 0 <= row < len(self):
             raise IndexError(f"passage row {row} out of range (0..{len(self) - 1})")
-        return Passage(
-            self._chunk_id[row], self._doc_id[row], int(self._ordinal[row]), int(self._start[row]),
-            int(self._end[row]), self._text[row], int(self._n_tokens[row]),
-        )
+        return self.passages_at([int(row)])[0]
 
     def __iter__(self) -> Iterator[Passage]:
         return (self[row] for row in range(len(self)))
+
+    def passages_at(self, rows: Sequence[int]) -> list[Passage]:
+        """The passages of ``rows`` (Python ints, each in ``0 .. len - 1``) in that order, without the per-row checks
+        of ``table[row]`` (a result list's rows come from a search of this table)."""
+        chunk_ids, doc_ids, texts = self._chunk_id.take(rows), self._doc_id.take(rows), self._text.take(rows)
+        ordinal, start, end, n_tokens = self._ordinal.item, self._start.item, self._end.item, self._n_tokens.item
+        return [Passage(chunk_id, doc_id, ordinal(row), start(row), end(row), text, n_tokens(row))
+                for row, chunk_id, doc_id, text in zip(rows, chunk_ids, doc_ids, texts, strict=True)]
 
     def doc_id(self, row: int) -> str:
         """The ``doc_id`` of one row, without building its passage."""
@@ -269,12 +280,19 @@ class DocumentTable(Mapping[str, Document]):
 
     def at(self, row: int) -> Document:
         """The document of one row (``0 <= row < len(self)``)."""
-        return Document(self._doc_id[row], self._title[row], self._text[row], self._label[row],
-                        json.loads(self._meta[row]))
+        return self.documents_at([row])[0]
 
-    def label_at(self, row: int) -> str:
-        """The display label of one row, without building its document (what a list of search results shows)."""
-        return self._label[row]
+    def labels_at(self, rows: Sequence[int]) -> list[str]:
+        """The display labels of ``rows`` (Python ints), without building their documents (what a list of search
+        results shows)."""
+        return self._label.take(rows)
+
+    def documents_at(self, rows: Sequence[int]) -> list[Document]:
+        """The documents of ``rows`` (Python ints, each in ``0 .. len - 1``) in that order."""
+        return [Document(doc_id, title, text, label, json.loads(meta)) for doc_id, title, text, label, meta in zip(
+            self._doc_id.take(rows), self._title.take(rows), self._text.take(rows), self._label.take(rows),
+            self._meta.take(rows), strict=True,
+        )]
 
     def meta_at(self, row: int) -> dict[str, Any]:
         """The metadata of one row, without building its document."""

@@ -51,6 +51,9 @@ def test_mapped_tables_give_back_every_field(tmp_path: Path) -> None:
     assert passages.doc_rows.tolist() == [0, 0, 1] and passages.doc_rows.dtype == np.int32
     assert passages.doc_id(2) == "b" and passages.text(0) == DOCS[0].text[:20]
     assert documents.meta_at(1) == {"venue": "PubMed", "authors": ["X", "Y"]}
+    assert passages.passages_at([2, 0]) == [PASSAGES[2], PASSAGES[0]] and passages.passages_at([]) == []
+    assert documents.documents_at([1, 0, 1]) == [DOCS[1], DOCS[0], DOCS[1]]
+    assert documents.labels_at([2, 0]) == ["", "Équivariant flows"]
     with pytest.raises(IndexError):
         passages[3]
 
