@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import FrozenInstanceError
 from pathlib import Path
 
@@ -107,3 +108,14 @@ def test_a_search_result_is_immutable_and_replaced_by_copy(tmp_path: Path) -> No
     with pytest.raises(TypeError, match="no field 'row'"):
         result.replace(row=3)
     assert "SearchResult(rank=1, passage=Passage(chunk_id='a#1'" in repr(result)
+
+
+def test_threads_reading_one_result_list_read_the_same_values(tmp_path: Path) -> None:
+    documents, passages = _written(tmp_path)
+    chosen = Ranking(np.array([2, 0, 1]), np.array([0.9, 0.5, 0.25]))
+    for _ in range(20):  # a fresh list each time: every thread may be the first to read it
+        results = ranking_results(chosen, Ranking.empty(), Ranking.empty(), passages, documents)
+        with ThreadPoolExecutor(4) as pool:
+            reads = list(pool.map(lambda _: [(r.passage, r.label, r.document) for r in results], range(8)))
+        assert all(read == [(PASSAGES[2], DOCS[1].label, DOCS[1]), (PASSAGES[0], DOCS[0].label, DOCS[0]),
+                            (PASSAGES[1], DOCS[0].label, DOCS[0])] for read in reads)

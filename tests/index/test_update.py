@@ -255,3 +255,19 @@ def test_a_second_writer_waits_and_builds_on_the_first_writers_version(built) ->
     second.join(timeout=60)
     final = store.load()
     assert {"new-1", "new-2"} <= set(final.documents) and len(final.documents) == 40
+
+
+def test_results_read_after_their_version_is_replaced_and_pruned(built) -> None:
+    """A result decodes its passage and document from the tables of the version it was found in when first read:
+    later writes (which prune that version's directory) leave what it reads unchanged (the mapped files stay mapped)."""
+    from citerag.index.store import KEEP_VERSIONS
+
+    store, embedder = built[0], built[1]
+    first = store.load()
+    results = Retriever(first, embedder).search("EDEN parameters", k=3, mode="bm25")
+    expected = [(r.passage, r.document) for r in Retriever(store.load(), embedder).search("EDEN parameters", k=3,
+                                                                                           mode="bm25")]
+    for i in range(KEEP_VERSIONS + 1):
+        _update(built, [make_document(f"Version {i} of a note on zorblax.", f"Note {i}", "note")])
+    assert not first.path.exists()
+    assert [(r.passage, r.document) for r in results] == expected and results[0].passage.doc_id == EDEN
