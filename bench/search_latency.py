@@ -146,22 +146,21 @@ def latency_rows(label: str, index: LoadedIndex, retriever: Retriever, raw: Raw,
     """Table rows (bm25, dense, hybrid) for one size, and the percentiles by ``(mode, side)``."""
     ids = [raw.token_ids(q) for q in queries]
     depth = retriever.candidates
+
+    def raw_hybrid(i: int) -> object:
+        return raw.bm25_top(ids[i], depth), raw.dense_top_one_thread(vectors[i : i + 1], depth)
+
     pairs = {
         "bm25": (lambda i: retriever.search(queries[i], K, "bm25"), lambda i: raw.bm25_top(ids[i], K)),
         "dense": (lambda i: retriever.search(queries[i], K, "dense"),
                   lambda i: raw.dense_top_one_thread(vectors[i : i + 1], K)),
-        "hybrid": (
-            lambda i: retriever.search(queries[i], K, "hybrid"),
-            lambda i: (raw.bm25_top(ids[i], depth), raw.dense_top_one_thread(vectors[i : i + 1], depth)),
-        ),
+        "hybrid": (lambda i: retriever.search(queries[i], K, "hybrid"), raw_hybrid),
         # results are read on access (SearchResult): what GET /search then reads, and what /ask reads besides
         "hybrid, passages + labels read": (
-            lambda i: [(r.passage, r.label) for r in retriever.search(queries[i], K, "hybrid")],
-            lambda i: (raw.bm25_top(ids[i], depth), raw.dense_top_one_thread(vectors[i : i + 1], depth)),
+            lambda i: [(r.passage, r.label) for r in retriever.search(queries[i], K, "hybrid")], raw_hybrid,
         ),
         "hybrid, passages + documents read": (
-            lambda i: [(r.passage, r.document) for r in retriever.search(queries[i], K, "hybrid")],
-            lambda i: (raw.bm25_top(ids[i], depth), raw.dense_top_one_thread(vectors[i : i + 1], depth)),
+            lambda i: [(r.passage, r.document) for r in retriever.search(queries[i], K, "hybrid")], raw_hybrid,
         ),
     }
     times = interleaved(pairs, len(queries))

@@ -165,15 +165,20 @@ class _ResultTables:
 
     def document(self, doc_row: int) -> Document:
         if self._documents is None:
-            distinct = list(dict.fromkeys(self.doc_rows))
+            distinct = self._distinct_doc_rows()
             self._documents = dict(zip(distinct, self.documents.documents_at(distinct), strict=True))
         return self._documents[doc_row]
 
     def label(self, doc_row: int) -> str:
         if self._labels is None:
-            distinct = list(dict.fromkeys(self.doc_rows))
+            if self._documents is not None:  # the documents are decoded already: their labels are at hand
+                return self._documents[doc_row].label
+            distinct = self._distinct_doc_rows()
             self._labels = dict(zip(distinct, self.documents.labels_at(distinct), strict=True))
         return self._labels[doc_row]
+
+    def _distinct_doc_rows(self) -> list[int]:
+        return list(dict.fromkeys(self.doc_rows))  # first-seen order; np.unique costs more on ten values
 
 
 def _listed(values: Sequence[str]) -> str:
