@@ -28,7 +28,7 @@ from the plain decoder's is printed.
 Variant syntax: ``TYPE[:key=value,...]`` with TYPE one of ``none``, ``ngram-simple``, ``ngram-map-k``,
 ``ngram-map-k4v``, ``ngram-mod``, ``draft`` and keys ``n`` (the looked-up n-gram), ``max`` / ``min`` (draft length
 bounds), ``hits`` (min_hits), ``p`` (the draft model's p_min), ``threads`` (generation threads), ``threads_batch``,
-``n_batch``, ``n_ubatch``, ``cache`` (KV cache type), ``model`` (a GGUF file for the main model, e.g. a repacked
+``n_batch``, ``n_ubatch``, ``cache`` (KV cache type), ``repack`` (0: weights as stored), ``model`` (a GGUF file for the main model, e.g. a repacked
 one) — see :class:`citerag.service.generator.Decoding`. ``draft`` uses the packaged Qwen2.5-Coder-0.5B (the
 ``small-model`` extra) unless ``draft_model=PATH`` is given.
 """
@@ -101,7 +101,7 @@ def parse_variant(text: str, draft_model: Callable[[], Path]) -> Variant:
         raise SystemExit(2)
     names = {"n": "ngram_n", "max": "draft_max", "min": "draft_min", "hits": "min_hits", "p": "draft_p_min",
              "threads_batch": "threads_batch", "n_batch": "n_batch", "n_ubatch": "n_ubatch", "cache": "cache_type",
-             "draft_model": "draft_model"}
+             "draft_model": "draft_model", "repack": "repack"}
     values: dict[str, object] = {"speculative": kind}
     threads, model = 0, None
     for item in filter(None, rest.split(",")):
@@ -113,6 +113,7 @@ def parse_variant(text: str, draft_model: Callable[[], Path]) -> Variant:
         elif key in names:
             target = names[key]
             values[target] = (Path(value) if target == "draft_model" else value if target == "cache_type"
+                              else value not in ("0", "no", "false") if target == "repack"
                               else float(value) if target == "draft_p_min" else int(value))
         else:
             print(f"error: variant {text!r}: unknown key {key!r} (known: {', '.join([*names, 'threads', 'model'])})",

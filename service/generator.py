@@ -41,6 +41,10 @@ class Decoding:
         threads_batch: CPU threads for prompt evaluation (batches); 0: the generation threads.
         n_batch, n_ubatch: logical and physical batch sizes of prompt evaluation (0: llama.cpp's defaults).
         cache_type: the KV cache's element type (``f16``, ``q8_0``, ...).
+        repack: let llama.cpp repack the weights at load into its interleaved CPU layouts (``Q4_K`` -> ``q4_K_8x8``:
+            faster matrix products, but a product of several tokens is summed in another order than a single
+            token's, so a verified draft's logits differ in the last bits from one-token decoding); ``False``: the
+            weights as stored, every product summed the same way whatever the batch.
     """
 
     speculative: Speculative = "none"
@@ -54,6 +58,7 @@ class Decoding:
     n_batch: int = 0
     n_ubatch: int = 0
     cache_type: str = "f16"
+    repack: bool = True
 
     def describe(self) -> dict[str, Any]:
         """The settings that matter for this decoding, for ``/health`` and ``citerag doctor``."""
@@ -73,6 +78,8 @@ class Decoding:
             out.update(n_batch=self.n_batch, n_ubatch=self.n_ubatch)
         if self.cache_type != "f16":
             out["cache_type"] = self.cache_type
+        if not self.repack:
+            out["repack"] = False
         return out
 
     def label(self) -> str:
@@ -88,7 +95,7 @@ class Decoding:
             if self.speculative == "ngram-map-k4v" and self.min_hits != 1:
                 text += f" hits{self.min_hits}"
         for key, value in self.describe().items():
-            if key in ("threads_batch", "n_batch", "n_ubatch", "cache_type"):
+            if key in ("threads_batch", "n_batch", "n_ubatch", "cache_type", "repack"):
                 text += f" {key}={value}"
         return text
 
@@ -173,6 +180,13 @@ class Generator:
         self._lock = threading.Lock()
         self._pinned = False
 
+    def decoding_report(self) -> dict[str, Any]:
+        """The decoding in use (:meth:`Decoding.describe`), and when it fell back, what was asked and why."""
+        report = self.decoding.describe()
+        if self.fallback is not None:
+            report.update(requested=self.requested.describe(), fallback=self.fallback)
+        return report
+
     def _load(self, decoding: Decoding) -> Any:
         """An xllamacpp server of the model with ``decoding``'s settings.
 
@@ -195,6 +209,7 @@ class Generator:
             params.n_batch = decoding.n_batch
         if decoding.n_ubatch:
             params.n_ubatch = decoding.n_ubatch
+        params.no_extra_bufts = not decoding.repack
         if decoding.cache_type != "f16":
             if decoding.cache_type not in KV_CACHE_TYPES:
                 raise ValueError(f"cache_type {decoding.cache_type!r}: one of {', '.join(KV_CACHE_TYPES)}")
