@@ -357,8 +357,8 @@ def main() -> None:
         "written: same text as plain",
     ], rows)
     notes = [
-        f"fixed: {args.repeat} x ({FIXED_PROMPT_TOKENS}-token prompt read in full + {FIXED_GENERATED_TOKENS} tokens, "
-        "end of text ignored) per variant; total s is wall time of all of them",
+        f"fixed: {args.repeat if args.workload != 'written' else 0} x ({FIXED_PROMPT_TOKENS}-token prompt read in "
+        f"full + {FIXED_GENERATED_TOKENS} tokens, end of text ignored) per variant; total s is wall time of all of them",
         f"written: {len(prompts)} answerable questions of eval/devset.jsonl over the 38 shipped abstracts; "
         f"{EVIDENCE_SENTENCES} evidence sentences from the hybrid top {settings.ask_k} passages; messages from "
         f"{writer_name or '-'}; Generator.chat greedy, max {WRITTEN_MAX_TOKENS} tokens, the system prefix pinned; "
