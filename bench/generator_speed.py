@@ -28,7 +28,7 @@ from the plain decoder's is printed.
 Variant syntax: ``TYPE[:key=value,...]`` with TYPE one of ``none``, ``ngram-simple``, ``ngram-map-k``,
 ``ngram-map-k4v``, ``ngram-mod``, ``draft`` and keys ``n`` (the looked-up n-gram), ``max`` / ``min`` (draft length
 bounds), ``hits`` (min_hits), ``p`` (the draft model's p_min), ``threads`` (generation threads), ``threads_batch``,
-``n_batch``, ``n_ubatch``, ``cache`` (KV cache type), ``repack`` (0: weights as stored), ``model`` (a GGUF file for the main model, e.g. a repacked
+``n_batch``, ``n_ubatch``, ``cache`` (KV cache type), ``repack`` (0: weights as stored), ``fa`` (flash attention auto/on/off), ``model`` (a GGUF file for the main model, e.g. a repacked
 one) — see :class:`citerag.service.generator.Decoding`. ``draft`` uses the packaged Qwen2.5-Coder-0.5B (the
 ``small-model`` extra) unless ``draft_model=PATH`` is given.
 """
@@ -101,7 +101,7 @@ def parse_variant(text: str, draft_model: Callable[[], Path]) -> Variant:
         raise SystemExit(2)
     names = {"n": "ngram_n", "max": "draft_max", "min": "draft_min", "hits": "min_hits", "p": "draft_p_min",
              "threads_batch": "threads_batch", "n_batch": "n_batch", "n_ubatch": "n_ubatch", "cache": "cache_type",
-             "draft_model": "draft_model", "repack": "repack"}
+             "draft_model": "draft_model", "repack": "repack", "fa": "flash_attn"}
     values: dict[str, object] = {"speculative": kind}
     threads, model = 0, None
     for item in filter(None, rest.split(",")):
@@ -112,7 +112,7 @@ def parse_variant(text: str, draft_model: Callable[[], Path]) -> Variant:
             model = Path(value)
         elif key in names:
             target = names[key]
-            values[target] = (Path(value) if target == "draft_model" else value if target == "cache_type"
+            values[target] = (Path(value) if target == "draft_model" else value if target in ("cache_type", "flash_attn")
                               else value not in ("0", "no", "false") if target == "repack"
                               else float(value) if target == "draft_p_min" else int(value))
         else:
@@ -158,7 +158,7 @@ class WrittenPrompt:
     messages: Messages
 
 
-def written_prompts(n_questions: int) -> tuple[list[WrittenPrompt], str]:
+def written_prompts(n_questions: int, qids: Sequence[str] = ()) -> tuple[list[WrittenPrompt], str]:
     """The written-answer prompts of the first ``n_questions`` answerable dev-set questions, and the name of the
     message builder used."""
     from citerag.eval.retrieval import load_devset
@@ -174,7 +174,8 @@ def written_prompts(n_questions: int) -> tuple[list[WrittenPrompt], str]:
     writer = service_writer()
     name, build = writer if writer else ("bench stand-in (stand_in_messages)", stand_in_messages)
     prompts = []
-    for q in [q for q in load_devset(DEVSET) if q.qrels][:n_questions]:
+    questions = [q for q in load_devset(DEVSET) if q.qrels and (not qids or q.qid in qids)]
+    for q in questions[:n_questions]:
         passages = merge_same_document(retriever.search(q.question, k=settings.ask_k, mode="hybrid"))
         evidence = select_evidence(q.question, passages, encode, keep=EVIDENCE_SENTENCES)
         prompts.append(WrittenPrompt(q.qid, q.question, build(q.question, evidence)))
@@ -260,12 +261,15 @@ def timed(call: Callable[[], Completion]) -> tuple[Completion, float]:
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--questions", type=int, default=20, help="the first N answerable dev-set questions")
+    p.add_argument("--qids", default="", help="only these dev-set questions (comma-separated ids)")
     p.add_argument("--repeat", type=int, default=3, help="fixed-workload completions per variant")
     p.add_argument("--variant", action="append", help="a variant to measure beside plain decoding (repeatable; "
                    f"default: {' '.join(DEFAULT_VARIANTS)})")
     p.add_argument("--baseline", default="none", help="the plain decoder the others are compared with (a variant "
                    "spec, e.g. none:threads_batch=1)")
-    p.add_argument("--workload", choices=["fixed", "written", "both"], default="both")
+    p.add_argument("--workload", choices=["fixed", "written", "both", "batch"], default="both",
+                   help="batch: only the cost of evaluating 1..8 tokens after a cached 250-token prompt (what a "
+                   "draft's verification costs), per variant")
     p.add_argument("--pin-saving", action="store_true", help="also ask each question of the baseline with no prompt "
                    "cache (the pinned system prefix read again), to measure what the pin saves")
     p.add_argument("--title", default="Generator speed (speculative decoding and CPU settings)")
@@ -287,7 +291,7 @@ def main() -> None:
     prompts: list[WrittenPrompt] = []
     writer_name = ""
     if args.workload in ("written", "both"):
-        prompts, writer_name = written_prompts(args.questions)
+        prompts, writer_name = written_prompts(args.questions, [q for q in args.qids.split(",") if q])
         print(f"{len(prompts)} written-answer prompts ({writer_name})", flush=True)
 
     generators: list[Generator] = []
@@ -300,6 +304,9 @@ def main() -> None:
         generators.append(g)
 
     loads: list[str] = []
+    if args.workload == "batch":
+        batch_costs(generators, variants, args)
+        return
     fixed = [Tally() for _ in variants]
     written = [Tally() for _ in variants]
     per_question: list[list[Completion]] = []
@@ -383,6 +390,42 @@ def main() -> None:
         notes.append("texts that differ from the plain decoder's:")
         notes.extend("  " + d for d in diffs)
     record(args.title, table, notes, loads, write=not args.no_record)
+
+
+def batch_costs(generators: Sequence[Generator], variants: Sequence[Variant], args) -> None:  # noqa: ANN001
+    """The time llama.cpp takes to evaluate k = 1..8 new tokens after a cached 250-token prompt (the best of
+    ``--repeat`` tries), per variant: what verifying a draft of k - 1 tokens costs against one plain step."""
+    import random
+
+    prompt = fixed_prompt(generators[0])
+    rng = random.Random(0)
+    sizes = list(range(1, 9))
+    best = [[float("inf")] * len(sizes) for _ in generators]
+    loads = []
+
+    def call(g: Generator, tokens: list[int]) -> dict:
+        response = g._server.handle_completions({  # noqa: SLF001
+            "prompt": tokens, "n_predict": 1, "temperature": 0.0, "cache_prompt": True})
+        g._pinned = False  # noqa: SLF001
+        return response["timings"]
+
+    for r in range(args.repeat):
+        loads.append(load_average())
+        for i in _rotated(len(generators), r):
+            g = generators[i]
+            for j, k in enumerate(sizes):
+                call(g, prompt)  # the cache holds exactly the prompt
+                extra = [rng.randrange(1000, 30000) for _ in range(k)]
+                timings = call(g, prompt + extra)
+                if int(timings["prompt_n"]) == k:
+                    best[i][j] = min(best[i][j], float(timings["prompt_ms"]))
+    rows = [[v.label, *(fmt(ms, 0) for ms in best[i]), *(fmt(best[i][j] / best[i][0], 2) for j in (2, 3, 4))]
+            for i, v in enumerate(variants)]
+    table = markdown_table(["variant", *(f"{k} tok ms" for k in sizes), "3 / 1", "4 / 1", "5 / 1"], rows)
+    record(args.title, table, [
+        f"ms to evaluate k new tokens (random ids) after a cached {FIXED_PROMPT_TOKENS}-token prompt, best of "
+        f"{args.repeat}; a draft of k - 1 tokens is verified in one such batch", *args.note], loads,
+        write=not args.no_record)
 
 
 def _rotated(n: int, shift: int) -> list[int]:

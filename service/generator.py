@@ -59,6 +59,7 @@ class Decoding:
     n_ubatch: int = 0
     cache_type: str = "f16"
     repack: bool = True
+    flash_attn: Literal["auto", "on", "off"] = "auto"
 
     def describe(self) -> dict[str, Any]:
         """The settings that matter for this decoding, for ``/health`` and ``citerag doctor``."""
@@ -80,6 +81,8 @@ class Decoding:
             out["cache_type"] = self.cache_type
         if not self.repack:
             out["repack"] = False
+        if self.flash_attn != "auto":
+            out["flash_attn"] = self.flash_attn
         return out
 
     def label(self) -> str:
@@ -95,7 +98,7 @@ class Decoding:
             if self.speculative == "ngram-map-k4v" and self.min_hits != 1:
                 text += f" hits{self.min_hits}"
         for key, value in self.describe().items():
-            if key in ("threads_batch", "n_batch", "n_ubatch", "cache_type", "repack"):
+            if key in ("threads_batch", "n_batch", "n_ubatch", "cache_type", "repack", "flash_attn"):
                 text += f" {key}={value}"
         return text
 
@@ -210,6 +213,10 @@ class Generator:
         if decoding.n_ubatch:
             params.n_ubatch = decoding.n_ubatch
         params.no_extra_bufts = not decoding.repack
+        if decoding.flash_attn != "auto":
+            kind = xllamacpp.llama_flash_attn_type
+            params.flash_attn_type = (kind.LLAMA_FLASH_ATTN_TYPE_ENABLED if decoding.flash_attn == "on"
+                                      else kind.LLAMA_FLASH_ATTN_TYPE_DISABLED)
         if decoding.cache_type != "f16":
             if decoding.cache_type not in KV_CACHE_TYPES:
                 raise ValueError(f"cache_type {decoding.cache_type!r}: one of {', '.join(KV_CACHE_TYPES)}")
