@@ -55,7 +55,7 @@ def raw_torch(texts: list[str]) -> dict[str, float]:
     """``SentenceTransformer.encode`` on ``texts`` (the packaged model, CPU)."""
     from sentence_transformers import SentenceTransformer
 
-    from citerag.service.models import embedding_model_dir
+    from citerag.service.model_files import embedding_model_dir
 
     model = SentenceTransformer(str(embedding_model_dir()), device="cpu", local_files_only=True)
     model.encode(texts[:WARMUP], batch_size=TORCH_BATCH, normalize_embeddings=True)
@@ -72,7 +72,7 @@ def raw_onnx(texts: list[str], model_path: str) -> dict[str, float]:
     from transformers import AutoTokenizer
 
     from citerag.index.embed_onnx import DISABLED_OPTIMIZERS
-    from citerag.service.models import embedding_model_dir
+    from citerag.service.model_files import embedding_model_dir
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
@@ -117,7 +117,7 @@ def citerag_build(corpus: str, workdir: str, backend: str) -> dict[str, float]:
 
 def export_onnx(workdir: str) -> str:
     """The int8 model citerag uses, exported into ``workdir``'s cache (not timed)."""
-    from citerag.service.models import onnx_int8_model
+    from citerag.service.model_files import onnx_int8_model
 
     return str(onnx_int8_model(Path(workdir) / "cache"))
 
@@ -136,7 +136,7 @@ def select_passages(corpus: Path, n: int) -> tuple[list[dict[str, Any]], list[st
     from citerag.index.build import chunk_documents, passage_texts
     from citerag.index.chunking import Chunker
     from citerag.index.ingest import iter_documents
-    from citerag.service.models import embedding_model_dir
+    from citerag.service.model_files import embedding_model_dir
     from citerag.service.settings import Settings
 
     settings = Settings()

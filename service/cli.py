@@ -318,7 +318,7 @@ def doctor(
     from citerag.index.recovery import health
     from citerag.index.store import IndexStore
     from citerag.index.files import sha256_file
-    from citerag.service.models import GENERATORS, assemble_gguf, embedding_model_dir, onnx_int8_model
+    from citerag.service.model_files import GENERATORS, assemble_gguf, embedding_model_dir, onnx_int8_model
 
     settings = _settings(index_dir)
     problems = 0

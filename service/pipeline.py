@@ -37,7 +37,7 @@ from citerag.index.store import IndexConfig, IndexStore, LoadedIndex, Verify
 from citerag.service.answer import Answerer
 from citerag.service.answering import EvidenceAnswerer
 from citerag.service.generator import Generator
-from citerag.service.models import GENERATORS, assemble_gguf, embedding_model_dir, onnx_int8_model
+from citerag.service.model_files import GENERATORS, assemble_gguf, embedding_model_dir, onnx_int8_model
 from citerag.service.settings import EmbeddingBackend, Settings, get_settings
 
 if TYPE_CHECKING:

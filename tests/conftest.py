@@ -106,7 +106,7 @@ def tokenizer():
     """The embedding model's own tokenizer (fast to load; no weights)."""
     from transformers import AutoTokenizer
 
-    from citerag.service.models import embedding_model_dir
+    from citerag.service.model_files import embedding_model_dir
 
     return AutoTokenizer.from_pretrained(str(embedding_model_dir()))
 

@@ -13,7 +13,7 @@ from citerag.index.build import passage_texts
 from citerag.index.chunking import Chunker
 from citerag.index.ingest import load_documents
 from citerag.index.retrieve import Retriever
-from citerag.service.models import onnx_int8_model
+from citerag.service.model_files import onnx_int8_model
 from citerag.service.pipeline import ensure_index, load_embedder
 from tests.conftest import EDEN, SEEDS
 
