@@ -21,7 +21,8 @@ from citerag.index.fusion import bounded_score_fusion, reciprocal_rank_fusion, w
 from citerag.index.tokenize import tokenize, tokenize_many
 from citerag.index.types import Ranking
 from citerag.eval.retrieval import BENCHMARK_MEASURES, load_beir, load_devset, metrics_table, score
-from citerag.service.pipeline import ensure_index, open_retriever
+from citerag.index.lifecycle import ensure_index
+from citerag.service.pipeline import index_setup, open_retriever
 from citerag.service.settings import PROJECT_ROOT, Settings
 
 def main(target: str) -> None:
@@ -36,7 +37,7 @@ def main(target: str) -> None:
         bench = load_beir(Path(target))
         settings = Settings(index_dir=Path(".citerag-bench") / bench.name, corpus=[bench.corpus])
         queries, qrels = bench.queries, bench.qrels
-    index = ensure_index(settings, show_progress=True)
+    index = ensure_index(index_setup(settings), show_progress=True)
     retriever = open_retriever(settings, index)
     candidates = {qid: (Ranking.of(retriever.bm25_hits(q, 300)), Ranking.of(retriever.dense_hits(q, 300)))
                   for qid, q in queries.items()}

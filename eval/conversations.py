@@ -256,7 +256,8 @@ def report(records: list[TurnRecord], threads: int, note: str = "") -> str:
 def main(argv: list[str] | None = None) -> None:
     """Build (or reuse) an index of the shipped corpus, run the set, write ``conversations.md`` and ``.json``."""
     from citerag.service.answering import EvidenceAnswerer
-    from citerag.service.pipeline import ensure_index, open_answerer, open_backend
+    from citerag.index.lifecycle import ensure_index
+    from citerag.service.pipeline import index_setup, open_answerer, open_backend
     from citerag.service.settings import Settings
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -282,7 +283,7 @@ def main(argv: list[str] | None = None) -> None:
     source = PROJECT_ROOT / "data" / "icml2026" if args.corpus == "icml2026" else (
         args.benchmarks / args.corpus / "corpus.jsonl")
     settings = Settings(index_dir=args.index_dir / args.corpus, corpus=[source])
-    backend = open_backend(settings, ensure_index(settings, show_progress=False))
+    backend = open_backend(settings, ensure_index(index_setup(settings), show_progress=False))
     threads = [t for t in load_threads(args.set) if t["corpus"] == args.corpus][: args.limit or None]
     if args.threads:
         threads = [t for t in threads if t["id"] in args.threads.split(",")]

@@ -42,7 +42,8 @@ from citerag.service.answering import span as sp
 from citerag.service.answering.compose import compose
 from citerag.service.answering.evidence import Evidence, select_evidence
 from citerag.service.context import merge_same_document
-from citerag.service.pipeline import ensure_index, load_embedder, open_retriever
+from citerag.index.lifecycle import ensure_index
+from citerag.service.pipeline import index_setup, load_embedder, open_retriever
 from citerag.service.settings import Settings
 
 #: A variant maps (question, sentence text) to a part [start, end) of the text.
@@ -142,7 +143,7 @@ def covidqa(args: argparse.Namespace) -> None:
         chosen = {q.qid for q in questions}
         questions = [q for q in pool if q.qid not in chosen]
     settings = Settings(index_dir=Path(".citerag-bench") / bench.name, corpus=[bench.corpus])
-    retriever = open_retriever(settings, ensure_index(settings, show_progress=False))
+    retriever = open_retriever(settings, ensure_index(index_setup(settings), show_progress=False))
     encode = load_embedder(settings).encode
     sums: dict[str, dict[str, float]] = {name: {"f1": 0, "hit": 0, "recall": 0, "words": 0, "f1_hit": 0}
                                          for name in VARIANTS}

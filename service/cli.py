@@ -88,12 +88,13 @@ def _open_searcher(settings: Settings):  # noqa: ANN202 - a Retriever or a Milvu
 
 
 def _open_index(settings: Settings):  # noqa: ANN202 - returns LoadedIndex; imported lazily to keep --help fast
-    """The live index, recovered (:func:`citerag.service.pipeline.recover_index`) but never built implicitly: a mistyped
+    """The live index, recovered (:func:`citerag.index.lifecycle.recover_index`) but never built implicitly: a mistyped
     --index-dir must not start a build."""
     from citerag.index.errors import IndexNotFound
-    from citerag.service.pipeline import recover_index
+    from citerag.index.lifecycle import recover_index
+    from citerag.service.pipeline import index_setup
 
-    index = recover_index(settings, show_progress=False)
+    index = recover_index(index_setup(settings), show_progress=False)
     if index is None:
         raise IndexNotFound(f"no index in {settings.index_dir}: run `citerag index` (or `make serve`) to build one")
     return index
@@ -128,7 +129,8 @@ def index_command(
 ) -> None:
     """Build the index from PATHS (default: the shipped ICML 2026 corpus), replacing the live one atomically.
     With --add, only new and changed documents are embedded and the others are kept."""
-    from citerag.service.pipeline import add_sources, index_notes, rebuild_sources
+    from citerag.index.lifecycle import add_sources, index_notes, rebuild_sources
+    from citerag.service.pipeline import index_setup
 
     if add and not paths:
         _fail("--add needs PATHS: the files or directories to add")
@@ -140,7 +142,8 @@ def index_command(
         report = open_milvus_backend(settings).write(load_documents(paths or settings.corpus))
         console.print(f"milvus: {write_summary(report)}")
         return
-    index, report = add_sources(settings, paths or []) if add else rebuild_sources(settings, paths or settings.corpus)
+    setup = index_setup(settings)
+    index, report = add_sources(setup, paths or []) if add else rebuild_sources(setup, paths or settings.corpus)
     console.print(write_summary(report))
     console.print(f"indexed {_count(len(index.documents), 'document')}, {_count(len(index.passages), 'passage')} "
                   f"into {index.path}")
@@ -392,12 +395,13 @@ def serve(
     import uvicorn
 
     from citerag.service.api import create_app
-    from citerag.service.pipeline import ensure_index
+    from citerag.index.lifecycle import ensure_index
+    from citerag.service.pipeline import index_setup
 
     settings = _settings(index_dir).model_copy(update={"host": host, "port": port})
     index = None
     if settings.backend == "embedded":
-        index = ensure_index(settings, show_progress=True)
+        index = ensure_index(index_setup(settings), show_progress=True)
         console.print(f"index: {len(index.documents)} documents, {len(index.passages)} passages ({index.path})")
     from citerag.service.observability import json_logging
 
@@ -510,9 +514,10 @@ def _eval_searcher(settings: Settings) -> tuple[Any, dict[str, Any]]:
         milvus = open_milvus_backend(settings)
         stats = milvus.stats()
         return milvus, {"index": stats, "documents": stats["documents"], "passages": stats["passages"]}
-    from citerag.service.pipeline import ensure_index, open_retriever
+    from citerag.index.lifecycle import ensure_index
+    from citerag.service.pipeline import index_setup, open_retriever
 
-    index = ensure_index(settings, show_progress=True)
+    index = ensure_index(index_setup(settings), show_progress=True)
     held = {"index": index.manifest["config"], "documents": len(index.documents), "passages": len(index.passages)}
     return open_retriever(settings, index), held
 
@@ -522,12 +527,13 @@ def _eval_answers(
 ) -> None:
     from citerag.eval.answers import evaluate_answers
     from citerag.eval.retrieval import load_devset, metrics_table, write_report
-    from citerag.service.pipeline import ensure_index, open_answerer, open_retriever
+    from citerag.index.lifecycle import ensure_index
+    from citerag.service.pipeline import index_setup, open_answerer, open_retriever
     from citerag.eval.qa import half
 
     settings = _settings(index_dir)
     k = k or settings.ask_k
-    answerer = open_answerer(settings, open_retriever(settings, ensure_index(settings, show_progress=True)))
+    answerer = open_answerer(settings, open_retriever(settings, ensure_index(index_setup(settings), show_progress=True)))
     results = evaluate_answers(answerer, half(load_devset(devset), which), k=k)  # type: ignore[arg-type]
     summary = {key: round(value, 3) for key, value in results["summary"].items()}
     model = settings.generator_path.name if settings.generator_path else settings.generator
@@ -551,7 +557,8 @@ def _eval_qa(
     """Ask a QA benchmark's questions through the ``/ask`` code path; write ``qa_<name>_<label>.json``."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from citerag.service.pipeline import ensure_index, open_answerer, open_retriever
+    from citerag.index.lifecycle import ensure_index
+    from citerag.service.pipeline import index_setup, open_answerer, open_retriever
     from citerag.eval.qa import evaluate_qa, half, load_qa, sample
 
     bench = load_qa(folder)
@@ -561,7 +568,7 @@ def _eval_qa(
         update={"index_dir": Path(".citerag-bench") / bench.name, "corpus": [bench.corpus]}
     )
     k = k or settings.ask_k
-    retriever = open_retriever(settings, ensure_index(settings, show_progress=True))
+    retriever = open_retriever(settings, ensure_index(index_setup(settings), show_progress=True))
     answerer = open_answerer(settings, retriever)
     key = "token_f1" if bench.kind == "span" else "accuracy"
     with Progress(
