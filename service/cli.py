@@ -8,11 +8,10 @@ from __future__ import annotations
 import json
 import logging
 import sys
-import time
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from pydantic import ValidationError
@@ -20,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from citerag.index.errors import CiteragError
-from citerag.service.settings import PROJECT_ROOT, Settings
+from citerag.service.settings import Settings
 
 if TYPE_CHECKING:
     from citerag.index.backend import WriteReport
@@ -408,191 +407,17 @@ def serve(
     uvicorn.run(create_app(settings, index), host=host, port=port, log_config=json_logging())
 
 
-@app.command("eval")
-@one_line_errors
-def eval_command(
-    benchmark: Annotated[
-        Path | None, typer.Option(help="A BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) instead of the dev set.")
-    ] = None,
-    answers: Annotated[bool, typer.Option("--answers", help="Evaluate answers (accuracy, citations, abstention).")] = False,
-    qa: Annotated[
-        Path | None,
-        typer.Option(help="A QA benchmark folder (corpus.jsonl, questions.jsonl: COVID-QA spans or PubMedQA decisions)."),
-    ] = None,
-    sample: Annotated[int | None, typer.Option(min=1, help="--qa: a fixed sample of this many questions.")] = None,
-    seed: Annotated[int, typer.Option(help="--qa: the sample's random seed.")] = 0,
-    half: Annotated[
-        Literal["dev", "test", "all"],
-        typer.Option(help="--qa / --answers: odd question ids (dev), even (test), or all."),
-    ] = "test",
-    label: Annotated[str, typer.Option(help="--qa / --answers: name of this run in the results files.")] = "default",
-    k: Annotated[
-        int | None, typer.Option(help="Passages per question for --answers (default: CITERAG_ASK_K).")
-    ] = None,
-    devset: Annotated[Path, typer.Option(help="Dev set JSONL.")] = PROJECT_ROOT / "eval" / "devset.jsonl",
-    out: Annotated[Path, typer.Option(help="Directory for the results (Markdown, JSON, PNG).")] = PROJECT_ROOT / "eval" / "results",
-    json_out: JsonOption = False,
-    index_dir: IndexDirOption = None,
-    backend: Annotated[
-        Literal["embedded", "milvus"] | None,
-        typer.Option(help="Retrieval backend (default $CITERAG_BACKEND, else embedded); milvus has no bounded fusion."),
-    ] = None,
-) -> None:
-    """Retrieval quality. Dev set: Recall@1/5/10, MRR@10, nDCG@10 for bm25, dense and hybrid. --benchmark: nDCG@10,
-    Recall@10/100, MRR@10 for bm25, dense, hybrid-rrf and hybrid-weighted, indexed into a separate directory."""
-    from citerag.eval.retrieval import (
-        BENCHMARK_RUNS,
-        bar_chart,
-        evaluate_benchmark,
-        evaluate_devset,
-        load_beir,
-        load_devset,
-        markdown_table,
-        metrics_table,
-        write_report,
-    )
+def _add_commands_of_other_packages() -> None:
+    """The commands other packages of citerag add to ``citerag`` (entry points of the group ``citerag.commands``,
+    ``pyproject.toml``: ``eval`` from :mod:`citerag.eval.cli`), each with this module's one-line errors; service/
+    imports none of them. A command missing after a pull: reinstall (``make install``) to register it."""
+    from importlib.metadata import entry_points
 
-    out.mkdir(parents=True, exist_ok=True)
-    if qa is not None:
-        _eval_qa(qa, out, k, sample, seed, half, label, json_out)
-        return
-    if answers:
-        _eval_answers(devset, out, k, json_out, index_dir, half, label)
-        return
-    if benchmark is not None:
-        bench = load_beir(benchmark)
-        settings = Settings(index_dir=index_dir or Path(".citerag-bench") / bench.name, corpus=[bench.corpus])
-        settings = settings.model_copy(update={"backend": backend or settings.backend})
-        suffix = "" if settings.backend == "embedded" else f"-{settings.backend}"
-        started = time.perf_counter()
-        searcher, held = _eval_searcher(settings)
-        runs = {
-            name: run for name, run in BENCHMARK_RUNS.items() if settings.backend == "embedded" or name != "hybrid-bounded"
-        }
-        results = evaluate_benchmark(searcher, bench, runs)
-        results["settings"] = {
-            **held,
-            "backend": settings.backend,
-            "candidates": settings.candidates,
-            "rrf_k": settings.rrf_k,
-            "weights": [settings.weight_bm25, settings.weight_dense],
-            "default_fusion": settings.fusion,
-            "seconds": round(time.perf_counter() - started, 1),
-        }
-        table = metrics_table(results["runs"])
-        generated = (
-            f"{table}\n\n{results['queries']} queries, {held['documents']} documents in {held['passages']} "
-            f"passages; document score = best passage (MaxP). Settings: `{json.dumps(results['settings'])}`. "
-            f"Produced by `citerag eval --benchmark {benchmark}{' --backend ' + settings.backend if suffix else ''}`."
-        )
-        name = f"{bench.name}{suffix}"
-        write_report(out / f"{name}.md", generated, f"Retrieval on {bench.name} ({settings.backend} backend)")
-        (out / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
-        bar_chart(results["runs"], f"{bench.name} ({results['queries']} queries)", out / f"{name}.png")
-    else:
-        if not devset.is_file():
-            _fail(f"{devset}: dev set not found")
-        settings = _settings(index_dir)
-        settings = settings.model_copy(update={"backend": backend or settings.backend})
-        suffix = "" if settings.backend == "embedded" else f"-{settings.backend}"
-        results = evaluate_devset(_eval_searcher(settings)[0], load_devset(devset))
-        table = markdown_table(results)
-        (out / f"devset{suffix}.md").write_text(
-            f"# Retrieval on the dev set ({results['questions']} answerable questions, document-level, "
-            f"{settings.backend} backend)\n\n{table}\n"
-        )
-        (out / f"devset{suffix}.json").write_text(json.dumps(results, indent=2) + "\n")
-    typer.echo(json.dumps(results, indent=2) if json_out else table)
+    for entry in entry_points(group="citerag.commands"):
+        app.command(entry.name)(one_line_errors(entry.load()))
 
 
-def _eval_searcher(settings: Settings) -> tuple[Any, dict[str, Any]]:
-    """The retrieval backend ``settings.backend`` names (the embedded index built or refreshed first; Milvus with
-    its first-run ingest), and what it holds: ``index`` (config or Milvus stats), ``documents``, ``passages``."""
-    if settings.backend == "milvus":
-        from citerag.service.pipeline import open_milvus_backend
-
-        milvus = open_milvus_backend(settings)
-        stats = milvus.stats()
-        return milvus, {"index": stats, "documents": stats["documents"], "passages": stats["passages"]}
-    from citerag.index.lifecycle import ensure_index
-    from citerag.service.pipeline import index_setup, open_retriever
-
-    index = ensure_index(index_setup(settings), show_progress=True)
-    held = {"index": index.manifest["config"], "documents": len(index.documents), "passages": len(index.passages)}
-    return open_retriever(settings, index), held
-
-
-def _eval_answers(
-    devset: Path, out: Path, k: int | None, json_out: bool, index_dir: Path | None, which: str, label: str
-) -> None:
-    from citerag.eval.answers import evaluate_answers
-    from citerag.eval.retrieval import load_devset, metrics_table, write_report
-    from citerag.index.lifecycle import ensure_index
-    from citerag.service.pipeline import index_setup, open_answerer, open_retriever
-    from citerag.eval.qa import half
-
-    settings = _settings(index_dir)
-    k = k or settings.ask_k
-    answerer = open_answerer(settings, open_retriever(settings, ensure_index(index_setup(settings), show_progress=True)))
-    results = evaluate_answers(answerer, half(load_devset(devset), which), k=k)  # type: ignore[arg-type]
-    summary = {key: round(value, 3) for key, value in results["summary"].items()}
-    model = settings.generator_path.name if settings.generator_path else settings.generator
-    lines = [f"Model {model}, answer mode {settings.answer_mode}, k = {k}, {which} half of `{devset.name}`; "
-             f"produced by `citerag eval --answers --devset {devset.name} --half {which} --k {k} --label {label}`.",
-             "", metrics_table({label: summary}, "setting"), "",
-             "| qid | kind | correct | abstained | relevant/citations | answer |", "|---|---|---|---|---|---|"]
-    for q in results["questions"]:
-        answer = q["answer"].replace("|", "\\|").replace("\n", " ")
-        lines.append(f"| {q['qid']} | {q['kind']} | {q['correct']} | {q['abstained']} | "
-                     f"{q['relevant_citations']}/{q['citations']} | {answer} |")
-    name = f"answers_{devset.stem}_{which}_{label}"
-    write_report(out / f"{name}.md", "\n".join(lines), f"Answers on {devset.name} ({which} half)")
-    (out / f"{name}.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    typer.echo(json.dumps(results["summary"], indent=2) if json_out else metrics_table({"default": summary}, "setting"))
-
-
-def _eval_qa(
-    folder: Path, out: Path, k: int | None, n: int | None, seed: int, which: str, label: str, json_out: bool
-) -> None:
-    """Ask a QA benchmark's questions through the ``/ask`` code path; write ``qa_<name>_<label>.json``."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    from citerag.index.lifecycle import ensure_index
-    from citerag.service.pipeline import index_setup, open_answerer, open_retriever
-    from citerag.eval.qa import evaluate_qa, half, load_qa, sample
-
-    bench = load_qa(folder)
-    questions = sample(half(bench.questions, which), n, seed)  # type: ignore[arg-type]
-    base = _settings(None)
-    settings = base.model_copy(
-        update={"index_dir": Path(".citerag-bench") / bench.name, "corpus": [bench.corpus]}
-    )
-    k = k or settings.ask_k
-    retriever = open_retriever(settings, ensure_index(index_setup(settings), show_progress=True))
-    answerer = open_answerer(settings, retriever)
-    key = "token_f1" if bench.kind == "span" else "accuracy"
-    with Progress(
-        TextColumn(f"{bench.name} {which}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[score]}"),
-        TimeRemainingColumn(), transient=not sys.stderr.isatty(), disable=not sys.stderr.isatty(),
-    ) as progress:
-        task = progress.add_task("qa", total=len(questions), score="")
-
-        def on_record(_: Any, running: dict[str, float]) -> None:
-            progress.update(task, advance=1, score=f"{key} {running[key]:.3f}")
-
-        results = evaluate_qa(
-            lambda q: answerer.ask(q, k=k), bench, questions,
-            search=lambda q: retriever.search(q, k=20, mode="hybrid"), on_record=on_record,
-        )
-    results["settings"] = {
-        "answer_mode": settings.answer_mode, "k": k, "half": which, "sample": n, "seed": seed,
-        "evidence_sentences": settings.evidence_sentences, "min_confidence": settings.min_confidence,
-        "answer_span": settings.answer_span,
-        "generator": settings.generator_path.name if settings.generator_path else settings.generator,
-    }
-    (out / f"qa_{bench.name}_{label}.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    summary = {name: round(value, 3) for name, value in results["summary"].items()}
-    typer.echo(json.dumps(summary, indent=2) if json_out else "\n".join(f"{n}: {v}" for n, v in summary.items()))
+_add_commands_of_other_packages()
 
 
 def run() -> None:
