@@ -255,7 +255,7 @@ def report(records: list[TurnRecord], threads: int, note: str = "") -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Build (or reuse) an index of the shipped corpus, run the set, write ``conversations.md`` and ``.json``."""
-    from citerag.service.answering import EvidenceAnswerer
+    from citerag.service.answering.runner import retrieval_pipeline
     from citerag.index.lifecycle import ensure_index
     from citerag.service.pipeline import index_setup, open_answerer, open_backend
     from citerag.service.settings import Settings
@@ -288,13 +288,15 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         threads = [t for t in threads if t["id"] in args.threads.split(",")]
 
-    answerer = EvidenceAnswerer(backend, None, None) if args.retrieval_only else open_answerer(settings, backend)
+    answerer = retrieval_pipeline(backend, settings.ask_k) if args.retrieval_only else open_answerer(settings, backend)
+
+    retriever = retrieval_pipeline(backend, settings.ask_k)
 
     def ask(question: str, keep: tuple[str, ...]) -> Answer:
         return answerer.ask(question, k=settings.ask_k, keep=keep)
 
     def retrieve(question: str, keep: tuple[str, ...]) -> list[str]:
-        return [p.passage.doc_id for p in answerer.retrieve(question, settings.ask_k, None, keep)]
+        return [p.passage.doc_id for p in retriever.ask(question, keep=keep).passages]
 
     args.out.mkdir(parents=True, exist_ok=True)
 

@@ -195,7 +195,7 @@ def run_answers(request: EvalRequest) -> EvalOutcome:
     results = evaluate_answers(answerer, half(load_devset(devset), which), k=k)
     summary = {key: round(value, 3) for key, value in results["summary"].items()}
     model = settings.generator_path.name if settings.generator_path else settings.generator
-    lines = [f"Model {model}, answer mode {settings.answer_mode}, k = {k}, {which} half of `{devset.name}`; "
+    lines = [f"Model {model}, k = {k}, {which} half of `{devset.name}`; "
              f"produced by `citerag eval --answers --devset {devset.name} --half {which} --k {k} --label {label}`.",
              "", metrics_table({label: summary}, "setting"), "",
              "| qid | kind | correct | abstained | relevant/citations | answer |", "|---|---|---|---|---|---|"]
@@ -242,9 +242,8 @@ def run_qa(request: EvalRequest) -> EvalOutcome:
             search=lambda q: retriever.search(q, k=20, mode="hybrid"), on_record=on_record,
         )
     results["settings"] = {
-        "answer_mode": settings.answer_mode, "k": k, "half": which, "sample": n, "seed": seed,
+        "k": k, "half": which, "sample": n, "seed": seed,
         "evidence_sentences": settings.evidence_sentences, "min_confidence": settings.min_confidence,
-        "answer_span": settings.answer_span,
         "generator": settings.generator_path.name if settings.generator_path else settings.generator,
     }
     out = request.out / f"qa_{bench.name}_{request.label}.json"

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from citerag.index.errors import CiteragError
@@ -185,74 +186,80 @@ def search(
 @one_line_errors
 def ask(
     question: str,
-    k: Annotated[int | None, typer.Option(help="Passages given to the model (1-20; default CITERAG_ASK_K).")] = None,
-    stream: Annotated[bool, typer.Option(help="Print the model's text as it is generated.")] = True,
+    k: Annotated[int | None, typer.Option(help="Passages retrieved (1-20; default CITERAG_ASK_K).")] = None,
+    stream: Annotated[bool, typer.Option(help="Show the evidence at once and the answer as it is written.")] = True,
     json_out: JsonOption = False,
     index_dir: IndexDirOption = None,
 ) -> None:
-    """Answer a question with numbered citations, or abstain. The raw text streams first; the checked answer
-    (citations verified) and its sources follow."""
+    """Answer a question with numbered citations, or abstain. The evidence shows first and the answer grows under
+    it; the checked answer (every sentence verified against its evidence) and its sources follow."""
     from citerag.service.pipeline import open_answerer
     from citerag.service.schemas import AskRequest, AskResponse
 
     request = AskRequest(question=question, k=k)
     settings = _settings(index_dir)
-    answerer = open_answerer(settings, _open_searcher(settings))
+    pipeline = open_answerer(settings, _open_searcher(settings))
     streaming = stream and not json_out
-
-    answer = answerer.ask(request.question, k=request.k or settings.ask_k, on_delta=_on_delta if streaming else None)
+    answer = pipeline.ask(request.question, k=request.k, on_event=_StreamPrinter() if streaming else None)
     response = AskResponse.of(answer)
-    if streaming:
-        console.print()
     if json_out:
         typer.echo(response.model_dump_json(indent=2))
         return
     _print_answer(response)
 
 
-def _on_delta(text: str) -> None:
-    """Print streamed model text as it comes (dim: the checked answer follows)."""
-    console.print(text, end="", style="dim", markup=False, highlight=False)
+class _StreamPrinter:
+    """Prints a question's stream events as they come: the evidence (dim, numbered by passage), then the answer's
+    text as it is written (dim: the checked answer follows)."""
+
+    def __call__(self, kind: str, payload: Any) -> None:
+        from citerag.index.text import readable
+
+        if kind == "question" and payload.rewritten:
+            console.print(f"[dim]answering: {escape(payload.text)}[/]", highlight=False)
+        elif kind == "evidence":
+            for e in payload:
+                console.print(f"[{e.n}] {readable(e.text)}", style="dim", markup=False, highlight=False)
+            console.print()
+        elif kind == "token":
+            console.print(payload, end="", style="dim", markup=False, highlight=False)
 
 
 def _print_answer(response: Any) -> None:  # an AskResponse
-    """The checked answer, its sources table (citations), the decision, the evidence read and the timings."""
-    console.print(f"\n[bold]{response.answer}[/]\n")
+    """The checked answer, its sources table (citations), the decision and the timings."""
+    from citerag.index.text import readable
+
+    console.print(f"\n[bold]{escape(response.answer)}[/]\n")
     if response.abstained:
-        console.print(f"[dim]abstained: {response.reason}[/]")
-    table = Table("n", "document", "cited text", "span", "rank (fused/bm25/dense)", show_lines=True)
+        console.print(f"[dim]abstained: {escape(response.reason)}[/]")
+    table = Table("n", "document", "cited sentence", "span", "rank (fused/bm25/dense)", show_lines=True)
     for c in response.citations:
         p = response.passages[c.n - 1]
         ranks = f"{p.rank} / {p.bm25_rank or '-'} / {p.dense_rank or '-'}"
-        table.add_row(f"[{c.n}]", c.title, c.text, f"{c.doc_id} {c.start}-{c.end}", ranks)
+        table.add_row(f"[{c.n}]", readable(c.title), readable(c.text), f"{c.doc_id} {c.start}-{c.end}", ranks)
     if response.citations:
         console.print(table)
     if response.decision:
         console.print(f"decision: [bold]{response.decision}[/]")
-    if response.evidence:
-        evidence = Table("", "n", "evidence sentence the model read", "score", show_lines=False)
-        for e in response.evidence:
-            evidence.add_row("used" if e.used else "", f"[{e.n}]", e.text, f"{e.score:.2f}")
-        console.print(evidence)
     console.print(f"[dim]timings (ms): {json.dumps(response.timings_ms)}[/]")
 
 
 @app.command()
 @one_line_errors
 def chat(
-    k: Annotated[int | None, typer.Option(help="Passages given to the model (1-20; default CITERAG_ASK_K).")] = None,
+    k: Annotated[int | None, typer.Option(help="Passages retrieved (1-20; default CITERAG_ASK_K).")] = None,
     index_dir: IndexDirOption = None,
 ) -> None:
     """Ask questions in a conversation: a follow-up ("Which benchmarks was it evaluated on?") is made standalone
-    from the earlier questions (the question answered is shown), each answer streams and is followed by its
-    sources. Ctrl-C stops the current answer; Ctrl-D (end of input) leaves."""
-    from citerag.service.conversation import Turn, latest_turns, standalone
+    from the earlier questions (the question answered is shown); each answer shows its evidence, grows as it is
+    written, and is followed by its sources. Ctrl-C stops the current answer; Ctrl-D (end of input) leaves."""
+    from citerag.service.conversation import Turn, latest_turns
     from citerag.service.pipeline import open_answerer
     from citerag.service.schemas import AskRequest, AskResponse
 
     settings = _settings(index_dir)
     AskRequest(question="k?", k=k)  # a bad --k fails before the model loads
-    answerer = open_answerer(settings, _open_searcher(settings))
+    pipeline = open_answerer(settings, _open_searcher(settings))
     history: list[Turn] = []
     console.print("[dim]Ask a question; follow-ups are read with the conversation. Ctrl-C stops an answer, "
                   "Ctrl-D leaves.[/]")
@@ -271,16 +278,10 @@ def chat(
             if line.strip():
                 console.print(f"[red]question: {exc.errors()[0]['msg']}[/]")
             continue
-        resolved = standalone(
-            request.question, latest_turns(history, settings.history_max_turns, settings.history_max_chars)
-        )
-        if resolved.rewritten:
-            console.print(f"[dim]answering: {resolved.question}[/]", markup=True, highlight=False)
+        turns = latest_turns(history, settings.history_max_turns, settings.history_max_chars)
         try:  # Ctrl-C while the answer streams or its sources print: that answer stops, the chat goes on
-            answer = answerer.ask(resolved.question, k=request.k or settings.ask_k, on_delta=_on_delta,
-                                  keep=resolved.keep)
-            console.print()
-            response = AskResponse.of(answer, asked=request.question)
+            answer = pipeline.ask(request.question, k=request.k, history=turns, on_event=_StreamPrinter())
+            response = AskResponse.of(answer)
             _print_answer(response)
         except KeyboardInterrupt:
             console.print("\n[dim]stopped.[/]")

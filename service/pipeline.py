@@ -15,8 +15,7 @@ from citerag.index.embedded import EmbeddedBackend
 from citerag.index.lifecycle import IndexSetup, fill_when_empty
 from citerag.index.retrieve import Retriever
 from citerag.index.store import IndexStore, LoadedIndex
-from citerag.service.answer import Answerer
-from citerag.service.answering import EvidenceAnswerer
+from citerag.service.answering.runner import AnswerPipeline, evidence_pipeline
 from citerag.service.generator import Generator
 from citerag.service.model_files import GENERATORS, assemble_gguf, embedding_model_dir, onnx_int8_model
 from citerag.service.settings import EmbeddingBackend, Settings, get_settings
@@ -160,18 +159,14 @@ def load_generator(path: Path, n_ctx: int, threads: int) -> Generator:
     return Generator(path, n_ctx=n_ctx, threads=threads)
 
 
-def open_answerer(settings: Settings, retriever: Searcher) -> Answerer | EvidenceAnswerer:
-    """An answerer over ``retriever`` (a retriever or a backend) with the process's generator
-    (:func:`load_generator`): evidence-first (:class:`~citerag.service.answering.EvidenceAnswerer`, the default) or the
-    free-text generative one (``answer_mode="generate"``)."""
+def open_answerer(settings: Settings, retriever: Searcher) -> AnswerPipeline:
+    """The answering pipeline over ``retriever`` (a retriever or a backend) with the process's generator
+    (:func:`load_generator`) and the dense encoder (:func:`load_embedder`), configured by ``settings``
+    (:func:`~citerag.service.answering.runner.evidence_pipeline`)."""
     generator = load_generator(generator_path(settings), settings.n_ctx, settings.threads)
-    if settings.answer_mode == "evidence":
-        return EvidenceAnswerer(
-            retriever, generator, load_embedder(settings).encode, settings.min_dense_score, settings.min_confidence,
-            settings.evidence_sentences, settings.min_confidence_unseen, answer_span=settings.answer_span,
-        )
-    embed = load_embedder(settings).encode if settings.ask_sentences else None
-    return Answerer(
-        retriever, generator, settings.max_answer_tokens, settings.min_dense_score, settings.generate_timeout_s,
-        sentences_per_passage=settings.ask_sentences, embed=embed,
+    return evidence_pipeline(
+        retriever, generator, load_embedder(settings).encode, default_k=settings.ask_k,
+        min_dense_score=settings.min_dense_score, evidence_sentences=settings.evidence_sentences,
+        min_confidence=settings.min_confidence, min_confidence_unseen=settings.min_confidence_unseen,
+        max_answer_tokens=settings.max_answer_tokens,
     )
