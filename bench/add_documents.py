@@ -12,7 +12,7 @@ cache is off in both rows). Rows:
 - ``citerag index --add``: the command a user runs, as a subprocess, wall time from start to exit (Python start-up,
   imports, model load, reading the live version, embedding the new passages, rebuilding BM25 over every passage,
   adding to FAISS, writing and verifying the new version);
-- ``add_sources`` in process: :func:`citerag.service.pipeline.add_sources` with the encoder already loaded: what a running
+- ``add_sources`` in process: :func:`citerag.index.lifecycle.add_sources` with the encoder already loaded: what a running
   service pays for ``POST /documents`` of the same abstracts.
 
 The full rebuild it replaces is quoted from the same run's encoder: the index's passages at the ``add_sources``
@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from citerag.index.store import IndexStore
-    from citerag.service.pipeline import add_sources
+    from citerag.index.lifecycle import add_sources
+    from citerag.service.pipeline import index_setup
     from citerag.service.settings import Settings
 
     indexes = BenchIndexes()
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings(index_dir=service_copy, embedding_cache=False)
         embedder = indexes.embedder  # loaded once, as in a running service
         started = time.perf_counter()
-        add_sources(settings, [new], show_progress=False)
+        add_sources(index_setup(settings), [new], show_progress=False)
         build_s = time.perf_counter() - started
         started = time.perf_counter()
         embedder.encode([p.text for p in after.passages[-added:]])  # the same passages, encoder alone

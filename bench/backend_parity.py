@@ -30,7 +30,8 @@ from citerag.index.store import IndexStore, LoadedIndex
 from citerag.index.text import fold
 from citerag.index.types import FusionMethod, RetrievalMode
 from citerag.eval.retrieval import DEPTH, document_run, load_beir, load_devset, metrics_table, score, write_report
-from citerag.service.pipeline import ensure_index, load_embedder
+from citerag.index.lifecycle import ensure_index
+from citerag.service.pipeline import index_setup, load_embedder
 from citerag.service.settings import PROJECT_ROOT, Settings
 
 class CachedQueries:
@@ -127,7 +128,7 @@ def compare(
 def devset(work: Path) -> dict[str, Any]:
     questions = [q for q in load_devset(PROJECT_ROOT / "eval" / "devset.jsonl") if q.qrels]
     qrels = [ir_measures.Qrel(q.qid, doc_id, grade) for q in questions for doc_id, grade in q.qrels.items()]
-    index = ensure_index(Settings(index_dir=work / "seeds-index"), show_progress=True)
+    index = ensure_index(index_setup(Settings(index_dir=work / "seeds-index")), show_progress=True)
     return compare("devset", index, {q.qid: q.question for q in questions}, qrels, work)
 
 

@@ -13,7 +13,7 @@ table shows each row's median run and the range (a shared 2-core machine drifts 
 - raw onnxruntime int8: an ``InferenceSession`` (one intra-op thread) on the int8 model citerag exports, fed one
   tokenized passage per run from one Python thread per core (as citerag's ``OnnxEmbedder``), mean-pooled and
   normalised in numpy;
-- citerag build: ``citerag.service.pipeline.build`` on a JSONL file of those abstracts (read + chunk + BM25 + embed + FAISS
+- citerag build: ``citerag.index.lifecycle.build`` on a JSONL file of those abstracts (read + chunk + BM25 + embed + FAISS
   + write and verify-load), with an empty embedding cache, on the backend of ``--backend`` (default: the default).
 
 The table's ratio is the build's passages/s over the raw encoder of the same backend (target >= 0.90). The table
@@ -55,7 +55,7 @@ def raw_torch(texts: list[str]) -> dict[str, float]:
     """``SentenceTransformer.encode`` on ``texts`` (the packaged model, CPU)."""
     from sentence_transformers import SentenceTransformer
 
-    from citerag.service.models import embedding_model_dir
+    from citerag.service.model_files import embedding_model_dir
 
     model = SentenceTransformer(str(embedding_model_dir()), device="cpu", local_files_only=True)
     model.encode(texts[:WARMUP], batch_size=TORCH_BATCH, normalize_embeddings=True)
@@ -72,7 +72,7 @@ def raw_onnx(texts: list[str], model_path: str) -> dict[str, float]:
     from transformers import AutoTokenizer
 
     from citerag.index.embed_onnx import DISABLED_OPTIMIZERS
-    from citerag.service.models import embedding_model_dir
+    from citerag.service.model_files import embedding_model_dir
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
@@ -98,9 +98,10 @@ def raw_onnx(texts: list[str], model_path: str) -> dict[str, float]:
 
 
 def citerag_build(corpus: str, workdir: str, backend: str) -> dict[str, float]:
-    """``citerag.service.pipeline.build`` of ``corpus`` into ``workdir`` with an empty embedding cache and no earlier index
+    """``citerag.index.lifecycle.build`` of ``corpus`` into ``workdir`` with an empty embedding cache and no earlier index
     (model loaded first)."""
-    from citerag.service.pipeline import build, load_embedder
+    from citerag.index.lifecycle import build
+    from citerag.service.pipeline import index_setup, load_embedder
     from citerag.service.settings import Settings
 
     settings = Settings(
@@ -112,12 +113,12 @@ def citerag_build(corpus: str, workdir: str, backend: str) -> dict[str, float]:
     shutil.rmtree(settings.index_dir, ignore_errors=True)  # an earlier run's index and embeddings
     shutil.rmtree(settings.cache_dir / "embeddings", ignore_errors=True)
     load_embedder(settings).encode(["warm-up"] * WARMUP)
-    return _timed(lambda: len(build(settings, [Path(corpus)], show_progress=False).passages))
+    return _timed(lambda: len(build(index_setup(settings), [Path(corpus)], show_progress=False).passages))
 
 
 def export_onnx(workdir: str) -> str:
     """The int8 model citerag uses, exported into ``workdir``'s cache (not timed)."""
-    from citerag.service.models import onnx_int8_model
+    from citerag.service.model_files import onnx_int8_model
 
     return str(onnx_int8_model(Path(workdir) / "cache"))
 
@@ -136,7 +137,7 @@ def select_passages(corpus: Path, n: int) -> tuple[list[dict[str, Any]], list[st
     from citerag.index.build import chunk_documents, passage_texts
     from citerag.index.chunking import Chunker
     from citerag.index.ingest import iter_documents
-    from citerag.service.models import embedding_model_dir
+    from citerag.service.model_files import embedding_model_dir
     from citerag.service.settings import Settings
 
     settings = Settings()

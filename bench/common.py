@@ -294,7 +294,7 @@ def serve(index_dir: Path, timeout_s: float = 900.0, env: dict[str, str] | None 
 
 def source_state(paths: Sequence[Path], documents: Sequence[Document]) -> dict[str, object]:
     """The source state (:mod:`citerag.index.sources`) ``citerag serve`` uses to decide whether an index is up to date with
-    its sources (see :func:`citerag.service.pipeline.ensure_index`): a bench index records the files it was built from, so
+    its sources (see :func:`citerag.index.lifecycle.ensure_index`): a bench index records the files it was built from, so
     serving it never re-indexes. Every record is listed under the last source (they are compared later-wins)."""
     from citerag.index.sources import record_fingerprint, source_state as state_of
 
@@ -384,15 +384,16 @@ class BenchIndexes:
 
     def __init__(self) -> None:
         from citerag.index.embed_cache import CachedEmbedder
-        from citerag.service.pipeline import index_config, load_embedder, make_chunker
+        from citerag.service.pipeline import index_setup, load_embedder
         from citerag.service.settings import Settings
 
         self.settings = Settings()
         started = time.perf_counter()
         self.embedder = load_embedder()
         self.embedder_load_s = time.perf_counter() - started  # torch import + model load, in seconds
-        self.config = index_config(self.settings, self.embedder)
-        self.chunker = make_chunker(self.settings, self.embedder)
+        setup = index_setup(self.settings)
+        self.config = setup.config(self.embedder)
+        self.chunker = setup.chunker(self.embedder)
         self.cache = CachedEmbedder(self.embedder, self.settings.cache_dir / "embeddings")
 
     def embedded(self, documents: Sequence[Document]) -> tuple[list[Passage], np.ndarray, dict[str, float]]:

@@ -86,7 +86,7 @@ def base_vectors(shared: Path, work: Path, n_queries: int) -> tuple[np.ndarray, 
     from citerag.index.build import chunk_documents, passage_texts
     from citerag.index.embed_cache import CachedEmbedder
     from citerag.index.text import fold
-    from citerag.service.pipeline import load_embedder, make_chunker
+    from citerag.service.pipeline import index_setup, load_embedder
     from citerag.service.settings import Settings
 
     settings = Settings()
@@ -96,7 +96,7 @@ def base_vectors(shared: Path, work: Path, n_queries: int) -> tuple[np.ndarray, 
     embedder = load_embedder(settings)
     documents = load_abstracts(shared)
     if not base_file.exists():
-        passages = chunk_documents(documents, make_chunker(settings, embedder))
+        passages = chunk_documents(documents, index_setup(settings).chunker(embedder))
         texts = passage_texts(passages, {d.doc_id: d for d in documents})
         with CachedEmbedder(embedder, settings.cache_dir / "embeddings") as cached:
             vectors = cached.encode(texts)

@@ -19,9 +19,10 @@ from citerag.index.bm25 import BM25Index
 from citerag.index.chunking import model_text
 from citerag.index.fusion import bounded_score_fusion, reciprocal_rank_fusion, weighted_score_fusion
 from citerag.index.tokenize import tokenize, tokenize_many
-from citerag.index.types import Hit
+from citerag.index.types import Ranking
 from citerag.eval.retrieval import BENCHMARK_MEASURES, load_beir, load_devset, metrics_table, score
-from citerag.service.pipeline import ensure_index, open_retriever
+from citerag.index.lifecycle import ensure_index
+from citerag.service.pipeline import index_setup, open_retriever
 from citerag.service.settings import PROJECT_ROOT, Settings
 
 def main(target: str) -> None:
@@ -36,9 +37,10 @@ def main(target: str) -> None:
         bench = load_beir(Path(target))
         settings = Settings(index_dir=Path(".citerag-bench") / bench.name, corpus=[bench.corpus])
         queries, qrels = bench.queries, bench.qrels
-    index = ensure_index(settings, show_progress=True)
+    index = ensure_index(index_setup(settings), show_progress=True)
     retriever = open_retriever(settings, index)
-    candidates = {qid: (retriever.bm25_hits(q, 300), retriever.dense_hits(q, 300)) for qid, q in queries.items()}
+    candidates = {qid: (Ranking.of(retriever.bm25_hits(q, 300)), Ranking.of(retriever.dense_hits(q, 300)))
+                  for qid, q in queries.items()}
     bound = {qid: index.bm25.upper_bound(tokenize(q)) for qid, q in queries.items()}
 
     titles = {doc_id: doc.title for doc_id, doc in index.documents.items()}
@@ -47,21 +49,24 @@ def main(target: str) -> None:
     for k1, b in ((1.2, 0.75), (0.9, 0.4)):
         alt = BM25Index(k1=k1, b=b)
         alt.build(passage_tokens)
-        alt_bm25[(k1, b)] = {qid: alt.search(tokenize(q), 100) for qid, q in queries.items()}
+        alt_bm25[(k1, b)] = {qid: Ranking.of(alt.search(tokenize(q), 100)) for qid, q in queries.items()}
 
-    levers: dict[str, Callable[[str], list[Hit]]] = {
+    def top100(qid: str) -> list[Ranking]:
+        return [run.take(slice(100)) for run in candidates[qid]]
+
+    levers: dict[str, Callable[[str], Ranking]] = {
         "bm25 (k1 1.5, b 0.75)": lambda q: candidates[q][0],
         "bm25 (k1 1.2, b 0.75)": lambda q: alt_bm25[(1.2, 0.75)][q],
         "bm25 (k1 0.9, b 0.4)": lambda q: alt_bm25[(0.9, 0.4)][q],
         "dense (passage MaxP)": lambda q: candidates[q][1],
-        "rrf k=60, depth 100": lambda q: reciprocal_rank_fusion([c[:100] for c in candidates[q]], 60, 1000),
-        "rrf k=20, depth 100": lambda q: reciprocal_rank_fusion([c[:100] for c in candidates[q]], 20, 1000),
+        "rrf k=60, depth 100": lambda q: reciprocal_rank_fusion(top100(q), 60, 1000),
+        "rrf k=20, depth 100": lambda q: reciprocal_rank_fusion(top100(q), 20, 1000),
         "rrf k=60, depth 300": lambda q: reciprocal_rank_fusion(list(candidates[q]), 60, 1000),
-        "min-max 0.5/0.5": lambda q: weighted_score_fusion([c[:100] for c in candidates[q]], [0.5, 0.5], 1000),
-        "min-max 0.3/0.7": lambda q: weighted_score_fusion([c[:100] for c in candidates[q]], [0.3, 0.7], 1000),
-        "bounded 0.5/0.5 (default)": lambda q: bounded_score_fusion(*(c[:100] for c in candidates[q]), bound[q], (0.5, 0.5), 1000),
-        "bounded 0.4/0.6": lambda q: bounded_score_fusion(*(c[:100] for c in candidates[q]), bound[q], (0.4, 0.6), 1000),
-        "bounded 0.6/0.4": lambda q: bounded_score_fusion(*(c[:100] for c in candidates[q]), bound[q], (0.6, 0.4), 1000),
+        "min-max 0.5/0.5": lambda q: weighted_score_fusion(top100(q), [0.5, 0.5], 1000),
+        "min-max 0.3/0.7": lambda q: weighted_score_fusion(top100(q), [0.3, 0.7], 1000),
+        "bounded 0.5/0.5 (default)": lambda q: bounded_score_fusion(*top100(q), bound[q], (0.5, 0.5), 1000),
+        "bounded 0.4/0.6": lambda q: bounded_score_fusion(*top100(q), bound[q], (0.4, 0.6), 1000),
+        "bounded 0.6/0.4": lambda q: bounded_score_fusion(*top100(q), bound[q], (0.6, 0.4), 1000),
         "bounded 0.5/0.5, depth 300": lambda q: bounded_score_fusion(*candidates[q], bound[q], (0.5, 0.5), 1000),
     }
     rows = {}
@@ -69,8 +74,8 @@ def main(target: str) -> None:
         run = []
         for qid in queries:
             seen: set[str] = set()
-            for hit in lever(qid):
-                doc_id = index.passages[hit.row].doc_id
+            for row in lever(qid).rows.tolist():
+                doc_id = index.passages[row].doc_id
                 if doc_id not in seen and len(seen) < 100:
                     seen.add(doc_id)
                     run.append(ir_measures.ScoredDoc(qid, doc_id, float(1000 - len(seen))))

@@ -42,7 +42,7 @@ from citerag.index.retrieve import Retriever
 from citerag.index.store import IndexConfig, IndexStore
 from citerag.index.tokenize import tokenize_many
 from citerag.index.types import Document, Passage
-from citerag.service.models import embedding_model_dir
+from citerag.service.model_files import embedding_model_dir
 from citerag.service.settings import PROJECT_ROOT
 
 DIM = 384  # all-MiniLM-L6-v2's dimension

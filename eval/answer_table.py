@@ -25,7 +25,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from citerag.index.errors import ModelNotFound
 from citerag.eval.answers import evaluate_answers
 from citerag.eval.retrieval import load_devset, metrics_table, write_report
-from citerag.service.pipeline import ensure_index, open_answerer, open_retriever
+from citerag.index.lifecycle import ensure_index
+from citerag.service.pipeline import index_setup, open_answerer, open_retriever
 from citerag.service.settings import Settings
 
 
@@ -41,7 +42,7 @@ def main() -> int:
     args = parser.parse_args()
     questions = load_devset(args.devset)[:: args.every]
     settings = Settings()
-    retriever = open_retriever(settings, ensure_index(settings, show_progress=True))
+    retriever = open_retriever(settings, ensure_index(index_setup(settings), show_progress=True))
     rows: dict[str, dict[str, float]] = {}
     details: dict[str, object] = {}
     for generator in args.generators.split(","):

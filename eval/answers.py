@@ -18,13 +18,44 @@ from __future__ import annotations
 import re
 import statistics
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from citerag.service.answering import Answer
 from citerag.eval.retrieval import DevQuestion
 
 _MARKER = re.compile(r"\[(\d+)\]")
+
+
+class CitationLike(Protocol):
+    """What the evaluation reads of a citation: ``result.passage.doc_id`` (the cited passage's document) and the
+    cited span ``start``-``end``."""
+
+    result: Any
+    start: int
+    end: int
+
+
+class AnswerLike(Protocol):
+    """What the evaluation reads of an answer, whichever answerer made it: ``answerer.ask(question, k=k)`` returns
+    an object with these attributes (``decision``: ``"yes"``/``"no"``/``"maybe"`` or ``None``; ``confidence`` in
+    [0, 1]; ``timings_ms`` by stage)."""
+
+    answer: str
+    abstained: bool
+    reason: str
+    citations: Sequence[CitationLike]
+    passages: Sequence[Any]
+    raw: str
+    timings_ms: dict[str, float]
+    decision: str | None
+    confidence: float
+
+
+class Answering(Protocol):
+    """An answerer as the evaluation uses it (:func:`citerag.service.pipeline.open_answerer` makes one)."""
+
+    def ask(self, question: str, *, k: int) -> AnswerLike: ...
 
 
 def normalise(text: str) -> str:
@@ -53,7 +84,7 @@ class AnswerRecord:
     confidence: float = 0.0  # the model's P(yes) for the stated (or best) sentence; 0.0 when not asked
 
 
-def judge(question: DevQuestion, answer: Answer) -> AnswerRecord:
+def judge(question: DevQuestion, answer: AnswerLike) -> AnswerRecord:
     """Score one answer against its dev-set question."""
     relevant = sum(c.result.passage.doc_id in question.qrels for c in answer.citations)
     out_of_range = sum(not 1 <= int(n) <= len(answer.passages) for n in _MARKER.findall(answer.answer))
@@ -102,7 +133,7 @@ def summarise(records: list[AnswerRecord], questions: list[DevQuestion]) -> dict
     }
 
 
-def evaluate_answers(answerer: Any, questions: list[DevQuestion], k: int = 5) -> dict[str, Any]:
+def evaluate_answers(answerer: Answering, questions: list[DevQuestion], k: int = 5) -> dict[str, Any]:
     """Ask every dev-set question; return ``{"summary": {...}, "questions": [AnswerRecord as dict, ...]}``."""
     records = [judge(q, answerer.ask(q.question, k=k)) for q in questions]
     return {

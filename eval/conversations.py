@@ -255,8 +255,9 @@ def report(records: list[TurnRecord], threads: int, note: str = "") -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Build (or reuse) an index of the shipped corpus, run the set, write ``conversations.md`` and ``.json``."""
-    from citerag.service.answering import EvidenceAnswerer
-    from citerag.service.pipeline import ensure_index, open_answerer, open_backend
+    from citerag.service.answering.runner import retrieval_pipeline
+    from citerag.index.lifecycle import ensure_index
+    from citerag.service.pipeline import index_setup, open_answerer, open_backend
     from citerag.service.settings import Settings
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -282,18 +283,20 @@ def main(argv: list[str] | None = None) -> None:
     source = PROJECT_ROOT / "data" / "icml2026" if args.corpus == "icml2026" else (
         args.benchmarks / args.corpus / "corpus.jsonl")
     settings = Settings(index_dir=args.index_dir / args.corpus, corpus=[source])
-    backend = open_backend(settings, ensure_index(settings, show_progress=False))
+    backend = open_backend(settings, ensure_index(index_setup(settings), show_progress=False))
     threads = [t for t in load_threads(args.set) if t["corpus"] == args.corpus][: args.limit or None]
     if args.threads:
         threads = [t for t in threads if t["id"] in args.threads.split(",")]
 
-    answerer = EvidenceAnswerer(backend, None, None) if args.retrieval_only else open_answerer(settings, backend)
+    answerer = retrieval_pipeline(backend, settings.ask_k) if args.retrieval_only else open_answerer(settings, backend)
+
+    retriever = retrieval_pipeline(backend, settings.ask_k)
 
     def ask(question: str, keep: tuple[str, ...]) -> Answer:
         return answerer.ask(question, k=settings.ask_k, keep=keep)
 
     def retrieve(question: str, keep: tuple[str, ...]) -> list[str]:
-        return [p.passage.doc_id for p in answerer.retrieve(question, settings.ask_k, None, keep)]
+        return [p.passage.doc_id for p in retriever.ask(question, keep=keep).passages]
 
     args.out.mkdir(parents=True, exist_ok=True)
 

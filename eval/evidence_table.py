@@ -15,7 +15,8 @@ from pathlib import Path
 from citerag.eval import qa_metrics as m
 from citerag.service.answering.evidence import select_evidence
 from citerag.service.context import merge_same_document
-from citerag.service.pipeline import ensure_index, load_embedder, open_retriever
+from citerag.index.lifecycle import ensure_index
+from citerag.service.pipeline import index_setup, load_embedder, open_retriever
 from citerag.eval.qa import half, load_qa, sample
 from citerag.service.settings import Settings
 
@@ -30,7 +31,7 @@ def main() -> None:
     bench = load_qa(args.folder)
     questions = sample(half(bench.questions, args.half), args.sample, args.seed)
     settings = Settings(index_dir=Path(".citerag-bench") / bench.name, corpus=[bench.corpus])
-    retriever = open_retriever(settings, ensure_index(settings, show_progress=False))
+    retriever = open_retriever(settings, ensure_index(index_setup(settings), show_progress=False))
     encode = load_embedder(settings).encode
     retrieved = {q.qid: retriever.search(q.question, k=20, mode="hybrid") for q in questions}
     weights_grid = [(0.4, 0.2, 0.3, 0.1), (1, 0, 0, 0), (0, 1, 0, 0), (0, 0, 1, 0), (0.5, 0.5, 0, 0),

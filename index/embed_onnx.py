@@ -2,16 +2,21 @@
 3.7 times the passages/s of torch on 2 cores of an AMD EPYC with AVX512-VNNI (int8 dot products); see
 ``eval/results/embedding_backends.md`` for the measured speed and retrieval quality.
 
-The int8 model is made locally from the packaged torch weights (:func:`export_int8`), once:
+The int8 model is made locally from the packaged torch weights (:func:`export_int8`), once, in five steps:
 
-1. ``torch.onnx.export`` of the Hugging Face ``BertModel`` with eager attention (the pattern onnxruntime fuses),
-   output ``last_hidden_state``, float32, shape ``(batch, sequence, 384)``;
-2. onnxruntime's transformer optimizer fuses attention, GELU and the embedding layer norm (``model_type="bert"``),
-   but not residual-add + layer norm: onnxruntime 1.32's ``SkipLayerNormalization`` CPU kernel took 230 us where
-   ``Add`` + ``LayerNormalization`` take 50 us on one (1, 115, 384) activation, 12 times a passage; the session
-   keeps it unfused too (:data:`DISABLED_OPTIMIZERS`). Passages/s +16 % (13.2 -> 11.1 ms a passage on one core);
-3. ``onnxruntime.quantization.quantize_dynamic``: int8 weights per output channel, activations quantized per forward
-   pass at run time; only ``MatMul`` and ``Attention`` (the word-embedding table stays float32).
+1. :func:`export_fp32`: ``torch.onnx.export`` of the Hugging Face ``BertModel`` with eager attention (the pattern
+   onnxruntime fuses), output ``last_hidden_state``, float32, shape ``(batch, sequence, 384)``;
+2. :func:`fuse`: onnxruntime's transformer optimizer fuses attention, GELU and the embedding layer norm
+   (``model_type="bert"``), but not residual-add + layer norm: onnxruntime 1.32's ``SkipLayerNormalization`` CPU
+   kernel took 230 us where ``Add`` + ``LayerNormalization`` take 50 us on one (1, 115, 384) activation, 12 times a
+   passage; the session keeps it unfused too (:data:`DISABLED_OPTIMIZERS`). Passages/s +16 % (13.2 -> 11.1 ms a
+   passage on one core);
+3. :func:`quantize`: ``onnxruntime.quantization.quantize_dynamic``: int8 weights per output channel, activations
+   quantized per forward pass at run time; only ``MatMul`` and ``Attention`` (the word-embedding table stays
+   float32);
+4. :func:`validate`: the int8 model's vectors of four probe sentences against the torch model's (refused below
+   :data:`MIN_PROBE_COSINE`);
+5. :func:`install`: renamed into place.
 
 Pooling is sentence-transformers' (``models.Pooling`` mean over the attention mask, clamped at 1e-9, then
 ``models.Normalize``), so the vectors are comparable with the torch model's: cosine similarity 0.995 on average and
@@ -25,7 +30,9 @@ import logging
 import os
 import tempfile
 import warnings
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -248,8 +255,9 @@ def mean_pool_normalise(hidden: np.ndarray, attention_mask: np.ndarray) -> np.nd
 
 def export_int8(model_dir: Path, target: Path) -> dict[str, object]:
     """Make the int8 ONNX model of the sentence-transformers BERT model in ``model_dir`` (recipe in the module
-    docstring) and write it to ``target`` atomically (temporary file, then rename: a concurrent reader never sees
-    half a file, and two concurrent exports both leave a complete one). Takes about 20 s on 2 cores.
+    docstring) and write it to ``target`` atomically. Takes about 20 s on 2 cores. The steps, each a function:
+    :func:`export_fp32`, :func:`fuse`, :func:`quantize`, :func:`validate`, :func:`install`; the intermediate files
+    stay in a temporary directory beside ``target``.
 
     Returns:
         What was made: recipe version, fused operator counts, and the minimum cosine similarity to the torch model
@@ -259,17 +267,43 @@ def export_int8(model_dir: Path, target: Path) -> dict[str, object]:
         ValueError: the exported model's vectors disagree with the torch model's (minimum cosine similarity below
             :data:`MIN_PROBE_COSINE`); nothing is written.
     """
-    import onnx
-    import onnxruntime as ort
-    import torch
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-    from onnxruntime.transformers import optimizer
-    from onnxruntime.transformers.fusion_options import FusionOptions
     from transformers import AutoModel, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
     model = AutoModel.from_pretrained(str(model_dir), attn_implementation="eager", local_files_only=True).eval()
-    config = model.config
+    want = _torch_vectors(model, tokenizer)  # before the export, which leaves the module changed (cosine 0.93)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".export-") as tmp:
+        fp32, fused, int8 = Path(tmp, "fp32.onnx"), Path(tmp, "fused.onnx"), Path(tmp, "int8.onnx")
+        export_fp32(model, tokenizer, fp32)
+        fusions = fuse(fp32, fused, model.config.num_attention_heads, model.config.hidden_size)
+        quantize(fused, int8)
+        min_cosine = validate(int8, tokenizer, want, model_dir)
+        install(int8, target)
+    info = {"recipe": RECIPE_VERSION, "fusions": fusions, "probe_min_cosine": round(min_cosine, 5)}
+    log.info("exported %s to %s: %s", model_dir, target, json.dumps(info))
+    return info
+
+
+#: The BERT inputs of the exported graph, in the order ``torch.onnx.export`` passes them.
+_INPUTS = ["input_ids", "attention_mask", "token_type_ids"]
+
+
+def _torch_vectors(model: Any, tokenizer: Any) -> np.ndarray:
+    """The torch model's sentence vectors of :data:`_PROBES` (float32, ``(4, dim)``, unit rows): what
+    :func:`validate` holds the export to."""
+    import torch
+
+    with torch.no_grad():
+        hidden = model(**tokenizer(_PROBES, padding=True, return_tensors="pt")).last_hidden_state.numpy()
+    return mean_pool_normalise(hidden, tokenizer(_PROBES, padding=True, return_tensors="np")["attention_mask"])
+
+
+def export_fp32(model: Any, tokenizer: Any, path: Path) -> None:
+    """Step 1: ``torch.onnx.export`` of the Hugging Face ``BertModel`` ``model`` (eager attention) to ``path``:
+    inputs :data:`_INPUTS`, int64 ``(batch, sequence)``; output ``last_hidden_state``, float32
+    ``(batch, sequence, hidden)``; batch and sequence dynamic, opset 17."""
+    import torch
 
     class _LastHiddenState(torch.nn.Module):
         def __init__(self, bert: torch.nn.Module) -> None:
@@ -281,63 +315,103 @@ def export_int8(model_dir: Path, target: Path) -> dict[str, object]:
                 input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
             ).last_hidden_state
 
-    names = ["input_ids", "attention_mask", "token_type_ids"]
     sample = tokenizer(_PROBES[:2], padding=True, return_tensors="pt")
-    probe = tokenizer(_PROBES, padding=True, return_tensors="np")
-    with torch.no_grad():  # before the export, which leaves the module changed (its outputs moved: cosine 0.93)
-        hidden = model(**tokenizer(_PROBES, padding=True, return_tensors="pt")).last_hidden_state.numpy()
-    want = mean_pool_normalise(hidden, probe["attention_mask"])
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".export-") as tmp:
-        fp32, fused, int8 = Path(tmp, "fp32.onnx"), Path(tmp, "fused.onnx"), Path(tmp, "int8.onnx")
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")  # tracer warnings about Python control flow on shapes: expected here
-            torch.onnx.export(
-                _LastHiddenState(model),
-                tuple(sample[n] for n in names),
-                str(fp32),
-                input_names=names,
-                output_names=["last_hidden_state"],
-                dynamic_axes={n: {0: "batch", 1: "sequence"} for n in [*names, "last_hidden_state"]},
-                opset_version=17,
-                dynamo=False,  # the TorchScript exporter: the dynamo one needs onnxscript, which is not installed
-            )
-        logging.disable(logging.WARNING)  # the optimizer logs each fusion at INFO; quantize_dynamic a WARNING hint
-        fusion_options = FusionOptions("bert")
-        fusion_options.enable_skip_layer_norm = fusion_options.enable_bias_skip_layer_norm = False
-        try:
-            optimized = optimizer.optimize_model(  # opt_level=1: onnxruntime's basic passes, then the fusions
-                str(fp32),
-                model_type="bert",
-                num_heads=config.num_attention_heads,
-                hidden_size=config.hidden_size,
-                opt_level=1,
-                optimization_options=fusion_options,
-            )
-            fusions = {op: n for op, n in optimized.get_fused_operator_statistics().items() if n}
-            optimized.save_model_to_file(str(fused))
-            quantize_dynamic(
-                str(fused),
-                str(int8),
-                weight_type=QuantType.QInt8,
-                per_channel=True,
-                op_types_to_quantize=["MatMul", "Attention"],
-                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},  # types of the fused ops' outputs
-            )
-        finally:
-            logging.disable(logging.NOTSET)
-        session = ort.InferenceSession(
-            str(int8), providers=["CPUExecutionProvider"], disabled_optimizers=DISABLED_OPTIMIZERS
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # tracer warnings about Python control flow on shapes: expected here
+        torch.onnx.export(
+            _LastHiddenState(model),
+            tuple(sample[n] for n in _INPUTS),
+            str(path),
+            input_names=_INPUTS,
+            output_names=["last_hidden_state"],
+            dynamic_axes={n: {0: "batch", 1: "sequence"} for n in [*_INPUTS, "last_hidden_state"]},
+            opset_version=17,
+            dynamo=False,  # the TorchScript exporter: the dynamo one needs onnxscript, which is not installed
         )
-        feeds = {n: probe[n].astype(np.int64) for n in names}
-        got = mean_pool_normalise(session.run(None, feeds)[0], probe["attention_mask"])
-        min_cosine = float((got * want).sum(axis=1).min())
-        if min_cosine < MIN_PROBE_COSINE:
-            raise ValueError(
-                f"int8 export of {model_dir} disagrees with the torch model (cosine {min_cosine:.3f} < "
-                f"{MIN_PROBE_COSINE}); use embedding_backend='torch'"
-            )
-        os.replace(int8, target)
-    info = {"recipe": RECIPE_VERSION, "fusions": fusions, "probe_min_cosine": round(min_cosine, 5)}
-    log.info("exported %s to %s: %s", model_dir, target, json.dumps(info))
-    return info
+
+
+@contextmanager
+def _quiet_onnxruntime_tools() -> Iterator[None]:
+    """The optimizer logs each fusion at INFO and ``quantize_dynamic`` a WARNING hint: silenced while they run."""
+    logging.disable(logging.WARNING)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+def fuse(source: Path, path: Path, num_heads: int, hidden_size: int) -> dict[str, int]:
+    """Step 2: onnxruntime's transformer optimizer over ``source`` (``model_type="bert"``, basic passes then the
+    fusions of attention, GELU and the embedding layer norm; residual-add + layer norm left unfused, see the module
+    docstring), written to ``path``.
+
+    Returns:
+        The fused operators and how many of each (those with a count).
+    """
+    from onnxruntime.transformers import optimizer
+    from onnxruntime.transformers.fusion_options import FusionOptions
+
+    fusion_options = FusionOptions("bert")
+    fusion_options.enable_skip_layer_norm = fusion_options.enable_bias_skip_layer_norm = False
+    with _quiet_onnxruntime_tools():
+        optimized = optimizer.optimize_model(  # opt_level=1: onnxruntime's basic passes, then the fusions
+            str(source),
+            model_type="bert",
+            num_heads=num_heads,
+            hidden_size=hidden_size,
+            opt_level=1,
+            optimization_options=fusion_options,
+        )
+        fusions = {op: n for op, n in optimized.get_fused_operator_statistics().items() if n}
+        optimized.save_model_to_file(str(path))
+    return fusions
+
+
+def quantize(source: Path, path: Path) -> None:
+    """Step 3: ``quantize_dynamic`` of ``source`` to ``path``: int8 weights per output channel of ``MatMul`` and
+    ``Attention`` (the word-embedding table stays float32); activations are quantized per forward pass at run time."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with _quiet_onnxruntime_tools():
+        quantize_dynamic(
+            str(source),
+            str(path),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            op_types_to_quantize=["MatMul", "Attention"],
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},  # types of the fused ops' outputs
+        )
+
+
+def validate(path: Path, tokenizer: Any, want: np.ndarray, model_dir: Path) -> float:
+    """Step 4: the sentence vectors of :data:`_PROBES` from the ONNX model ``path`` (run as :class:`OnnxEmbedder`
+    runs it) against ``want``, the torch model's (:func:`_torch_vectors`).
+
+    Returns:
+        The smallest cosine similarity over the probes.
+
+    Raises:
+        ValueError: it is below :data:`MIN_PROBE_COSINE` (the message names ``model_dir``).
+    """
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(
+        str(path), providers=["CPUExecutionProvider"], disabled_optimizers=DISABLED_OPTIMIZERS
+    )
+    probe = tokenizer(_PROBES, padding=True, return_tensors="np")
+    got = mean_pool_normalise(session.run(None, {n: probe[n].astype(np.int64) for n in _INPUTS})[0],
+                              probe["attention_mask"])
+    min_cosine = float((got * want).sum(axis=1).min())
+    if min_cosine < MIN_PROBE_COSINE:
+        raise ValueError(
+            f"int8 export of {model_dir} disagrees with the torch model (cosine {min_cosine:.3f} < "
+            f"{MIN_PROBE_COSINE}); use embedding_backend='torch'"
+        )
+    return min_cosine
+
+
+def install(path: Path, target: Path) -> None:
+    """Step 5: move the validated model ``path`` to ``target`` by a rename on the same file system: a concurrent
+    reader never sees half a file, and two concurrent exports both leave a complete one."""
+    os.replace(path, target)

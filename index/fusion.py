@@ -1,10 +1,10 @@
-"""Rank fusion: pure functions that merge ranked hit lists of different retrievers into one.
+"""Rank fusion: pure functions that merge ranked candidate lists of different retrievers into one.
 
-Each method comes in two forms with one implementation: over :class:`~citerag.index.types.Ranking` arrays
-(``*_rankings``, what the embedded backend's search runs: every row's share computed with numpy, a result object
-made only for the rows finally returned) and over ``list[Hit]`` (what the Milvus backend and callers holding hits
-pass), which converts to arrays and back. Both give the same rows and the same float64 scores as adding each
-row's shares one by one in Python, run by run (:func:`_summed` says how).
+Every method takes and returns :class:`~citerag.index.types.Ranking` arrays (rows int64, scores float), the form
+every backend's search passes between its steps (a caller holding ``list[Hit]`` converts with
+:meth:`Ranking.of <citerag.index.types.Ranking.of>` and back with :meth:`Ranking.hits
+<citerag.index.types.Ranking.hits>`). Every row's share is computed with numpy, and the sum of a row's shares is the
+same float64 as adding them one by one in Python, run by run, from 0.0 (:func:`_summed` says how).
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from citerag.index.types import Hit, Ranking
+from citerag.index.types import Ranking
 
 RRF_K = 60  # Cormack, Clarke & Buettcher (SIGIR 2009), the value used in their experiments.
 
 
-def reciprocal_rank_fusion(runs: Sequence[Sequence[Hit]], k: int = RRF_K, top_k: int = 10) -> list[Hit]:
+def reciprocal_rank_fusion(runs: Sequence[Ranking], k: int = RRF_K, top_k: int = 10) -> Ranking:
     """Fuse ranked lists by reciprocal rank fusion.
 
     ``score(row) = sum over runs of 1 / (k + rank)``, rank 1-based within each run (Cormack, Clarke & Buettcher,
@@ -27,16 +27,8 @@ def reciprocal_rank_fusion(runs: Sequence[Sequence[Hit]], k: int = RRF_K, top_k:
     ``k=60`` the first hit of a run adds ``1/61``. A row missing from a run adds nothing for it.
 
     Returns:
-        Up to ``top_k`` hits with ``source="fused"``, by descending score; ties break on the lower row.
-
-    Raises:
-        ValueError: ``k < 0``.
-    """
-    return reciprocal_rank_fusion_rankings([Ranking.of(run) for run in runs], k, top_k).hits()
-
-
-def reciprocal_rank_fusion_rankings(runs: Sequence[Ranking], k: int = RRF_K, top_k: int = 10) -> Ranking:
-    """:func:`reciprocal_rank_fusion` over arrays: a row's ``1 / (k + rank)`` of every run, summed.
+        Up to ``top_k`` rows by descending score (float64, shape ``(min(top_k, distinct rows),)``), ties broken on the
+        lower row; ``runs`` and each row's place in them kept (:attr:`Ranking.places`).
 
     Raises:
         ValueError: ``k < 0``.
@@ -57,21 +49,14 @@ def min_max(scores: Sequence[float] | np.ndarray) -> np.ndarray:
     return (values - low) / (high - low)
 
 
-def weighted_score_fusion(
-    runs: Sequence[Sequence[Hit]], weights: Sequence[float], top_k: int = 10
-) -> list[Hit]:
+def weighted_score_fusion(runs: Sequence[Ranking], weights: Sequence[float], top_k: int = 10) -> Ranking:
     """Fuse by a weighted sum of min-max normalised scores (convex combination, Fox & Shaw 1994 "CombSUM").
 
-    Each run's scores are normalised to [0, 1] over its own hits; a row absent from a run gets 0 for it.
+    Each run's scores are normalised to [0, 1] over its own candidates (:func:`min_max`); a row absent from a run
+    gets 0 for it.
 
-    Raises:
-        ValueError: ``len(weights) != len(runs)`` or a negative weight.
-    """
-    return weighted_score_fusion_rankings([Ranking.of(run) for run in runs], weights, top_k).hits()
-
-
-def weighted_score_fusion_rankings(runs: Sequence[Ranking], weights: Sequence[float], top_k: int = 10) -> Ranking:
-    """:func:`weighted_score_fusion` over arrays.
+    Returns:
+        As :func:`reciprocal_rank_fusion`.
 
     Raises:
         ValueError: ``len(weights) != len(runs)`` or a negative weight.
@@ -84,28 +69,20 @@ def weighted_score_fusion_rankings(runs: Sequence[Ranking], weights: Sequence[fl
 
 
 def bounded_score_fusion(
-    bm25: Sequence[Hit], dense: Sequence[Hit], bm25_bound: float, weights: Sequence[float] = (0.5, 0.5), top_k: int = 10
-) -> list[Hit]:
-    """Fuse BM25 and dense hits by a weighted sum of scores on fixed scales.
-
-    ``score = w_bm25 * bm25 / bm25_bound + w_dense * cosine``: BM25 is divided by the query's upper bound (see
-    :meth:`citerag.index.bm25.BM25Index.upper_bound`, the share of the query a passage matches), the cosine similarity is
-    used as it is. Unlike per-query min-max normalisation (which maps every run's best hit to 1, however weak), a
-    query whose words the corpus barely contains keeps a small BM25 share, so the dense side decides -- and vice
-    versa for exact identifiers. This is the convex combination of Bruch, Gai & Ingber ("An Analysis of Fusion
-    Functions for Hybrid Retrieval", ACM TOIS 2023) with a query-dependent theoretical bound for BM25. A hit missing
-    from one run gets 0 for it.
-
-    Raises:
-        ValueError: ``bm25_bound <= 0``, or not two non-negative weights.
-    """
-    return bounded_score_fusion_rankings(Ranking.of(bm25), Ranking.of(dense), bm25_bound, weights, top_k).hits()
-
-
-def bounded_score_fusion_rankings(
     bm25: Ranking, dense: Ranking, bm25_bound: float, weights: Sequence[float] = (0.5, 0.5), top_k: int = 10
 ) -> Ranking:
-    """:func:`bounded_score_fusion` over arrays (scores taken as float64: ``w * score / bound`` as in Python).
+    """Fuse BM25 and dense candidates by a weighted sum of scores on fixed scales.
+
+    ``score = w_bm25 * bm25 / bm25_bound + w_dense * cosine``: BM25 is divided by the query's upper bound (see
+    :meth:`citerag.index.bm25.BM25Index.upper_bound`, the share of the query a passage matches), the cosine similarity
+    is used as it is. Unlike per-query min-max normalisation (which maps every run's best hit to 1, however weak), a
+    query whose words the corpus barely contains keeps a small BM25 share, so the dense side decides -- and vice
+    versa for exact identifiers. This is the convex combination of Bruch, Gai & Ingber ("An Analysis of Fusion
+    Functions for Hybrid Retrieval", ACM TOIS 2023) with a query-dependent theoretical bound for BM25. A row missing
+    from one run gets 0 for it. Scores are taken as float64 (``float64(score) * w / bound``, as in Python).
+
+    Returns:
+        As :func:`reciprocal_rank_fusion` (``runs`` are ``(bm25, dense)``).
 
     Raises:
         ValueError: ``bm25_bound <= 0``, or not two non-negative weights.

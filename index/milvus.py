@@ -69,11 +69,12 @@ from citerag.index.fusion import RRF_K
 from citerag.index.ids import MAX_ID_BYTES
 from citerag.index.milvus_filters import JSON_FIELD, Unsatisfiable, milvus_expression, typed_columns
 from citerag.index.search import (
-    SearchResult, candidate_depth, check_fusion, check_search, fusion_depth, rank_hits, search_results, select_hits,
+    SearchResult, candidate_depth, check_fusion, check_search, fusion_depth, rank_candidates, search_results,
+    select_top,
 )
 from citerag.index.text import fold
 from citerag.index.tokenize import STOPWORDS, tokenize
-from citerag.index.types import Document, FusionMethod, Hit, Passage, RetrievalMode, document_fingerprint
+from citerag.index.types import Document, FusionMethod, Hit, Passage, Ranking, RetrievalMode, document_fingerprint
 from citerag.index.writes import check_documents, classify, vectors_for
 
 log = logging.getLogger(__name__)
@@ -400,15 +401,14 @@ class MilvusBackend(BackendBase):
         with self._lock.reading():
             if mode == "hybrid" and fusion == "rrf" and self.rrf_in_engine:
                 rows = self._hybrid_in_engine(query, depth, expression, top_k)
-                ranked = [Hit(i, score) for i, (score, _) in enumerate(rows)]
+                ranked = Ranking.of([Hit(i, score) for i, (score, _) in enumerate(rows)])
                 passages = [p for _, p in rows]
-                bm25: list[Hit] = []
-                dense: list[Hit] = []
+                bm25 = dense = Ranking.empty()
             else:
                 passages, bm25, dense = self._two_searches(query, depth, expression, mode)
-                ranked = rank_hits(mode, bm25, dense, fusion, top_k, rrf_k=self.rrf_k, weights=self.weights)
-            chosen = select_hits(ranked, passages, k, one_per_doc)
-            documents = self._documents_by_id([passages[hit.row].doc_id for hit in chosen])
+                ranked = rank_candidates(mode, bm25, dense, fusion, top_k, rrf_k=self.rrf_k, weights=self.weights)
+            chosen = select_top(ranked, passages, k, one_per_doc)
+            documents = self._documents_by_id([passages[row].doc_id for row in chosen.rows.tolist()])
         return search_results(chosen, bm25, dense, passages, documents)
 
     def bm25_query(self, query: str) -> str:
@@ -417,13 +417,13 @@ class MilvusBackend(BackendBase):
 
     def _two_searches(
         self, query: str, depth: int, expression: str, mode: RetrievalMode
-    ) -> tuple[list[Passage], list[Hit], list[Hit]]:
-        """BM25 and dense candidates as hits whose ``row`` indexes the returned passage list (local to this
-        query: BM25's passages first, then dense's new ones)."""
+    ) -> tuple[list[Passage], Ranking, Ranking]:
+        """BM25 and dense candidates as rankings whose rows index the returned passage list (local to this query:
+        BM25's passages first, then dense's new ones)."""
         passages: list[Passage] = []
         row_of: dict[str, int] = {}
 
-        def hits(found: list[dict[str, Any]]) -> list[Hit]:
+        def hits(found: list[dict[str, Any]]) -> Ranking:
             out = []
             for item in found:
                 chunk_id = item["chunk_id"]
@@ -431,10 +431,9 @@ class MilvusBackend(BackendBase):
                     row_of[chunk_id] = len(passages)
                     passages.append(_passage(item["entity"] | {"chunk_id": chunk_id}))
                 out.append(Hit(row_of[chunk_id], abs(float(item["distance"]))))
-            return out
+            return Ranking.of(out)
 
-        bm25: list[Hit] = []
-        dense: list[Hit] = []
+        bm25 = dense = Ranking.empty()
         text = self.bm25_query(query)
         if mode in ("hybrid", "bm25") and text:
             found = self.client.search(

@@ -3,7 +3,7 @@
 :func:`recover` (under the index's write lock) verifies versions newest first. Versions that fail verification are
 moved to ``versions/damaged/`` (:meth:`~citerag.index.store.IndexStore.quarantine`), the newest verified one is made live,
 and the log entries it does not hold are returned as :class:`ReplayStep` s for the caller to apply
-(:mod:`citerag.service.pipeline` applies a ``write`` step with :func:`citerag.index.build.write_index` and a ``reset`` step by
+(:mod:`citerag.index.lifecycle` applies a ``write`` step with :func:`citerag.index.build.write_index` and a ``reset`` step by
 building from its sources). When no version verifies, the base is the log's last ``reset`` (a full build from
 recorded sources); when the log cannot account for a write a damaged version held, :class:`IndexUnrecoverable`
 says so and nothing is served.

@@ -12,8 +12,8 @@ from citerag.index.embed import Embedder
 from citerag.index.filters import Filters, filter_key, passage_mask
 from citerag.index.fusion import RRF_K
 from citerag.index.search import (
-    SearchResult, candidate_depth, check_fusion, check_search, fusion_depth, rank_rankings, ranking_results,
-    select_ranking,
+    SearchResult, candidate_depth, check_fusion, check_search, fusion_depth, rank_candidates, search_results,
+    select_top,
 )
 from citerag.index.store import LoadedIndex
 from citerag.index.text import fold
@@ -138,9 +138,9 @@ class Retriever:
         empty = Ranking.empty()
         bm25 = self.index.bm25.top(tokens, depth, allowed) if mode in ("hybrid", "bm25") else empty
         dense = self._dense_top(folded, depth, allowed, selector) if mode in ("hybrid", "dense") else empty
-        ranked = rank_rankings(
+        ranked = rank_candidates(
             mode, bm25, dense, fusion, fusion_depth(k, depth, one_per_doc), rrf_k=self.rrf_k, weights=self.weights,
             bm25_bound=lambda: self.index.bm25.upper_bound(tokens),
         )
-        chosen = select_ranking(ranked, self.index.passages, k, one_per_doc)
-        return ranking_results(chosen, bm25, dense, self.index.passages, self.index.documents)
+        chosen = select_top(ranked, self.index.passages, k, one_per_doc)
+        return search_results(chosen, bm25, dense, self.index.passages, self.index.documents)

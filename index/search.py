@@ -5,17 +5,15 @@ Both :class:`~citerag.index.retrieve.Retriever` (the embedded backend) and :clas
 the same way, only the candidate lists come from different engines:
 
 1. :func:`check_search` (mode and ``k``) and :func:`check_fusion`;
-2. :func:`candidate_depth` candidates from BM25 and/or the dense index (as :class:`~citerag.index.types.Hit` lists whose
-   ``row`` indexes a passage list);
-3. :func:`rank_hits`: one retriever's list as it is, or the two fused;
-4. :func:`select_hits` (``k``, one passage per document) and :func:`search_results`.
+2. :func:`candidate_depth` candidates from BM25 and/or the dense index, each as a
+   :class:`~citerag.index.types.Ranking` whose rows index a passage list;
+3. :func:`rank_candidates`: one retriever's list as it is, or the two fused (:mod:`citerag.index.fusion`);
+4. :func:`select_top` (``k``, one passage per document) and :func:`search_results`.
 
-Steps 3 and 4 also come over :class:`~citerag.index.types.Ranking` arrays (:func:`rank_rankings`,
-:func:`select_ranking`, :func:`ranking_results`), which the embedded backend runs so that only the ``k`` results
-returned become Python objects; the ``Hit`` forms convert and call them, so both give the same results. A fused
-ranking keeps each row's place in the lists it was fused from (:attr:`~citerag.index.types.Ranking.places`), so a
-result's BM25 and dense ranks are read, not searched for; over an index version's tables a result decodes its
-passage and document only when they are read (:class:`SearchResult`).
+The steps pass arrays, so only the ``k`` results returned become Python objects. A fused ranking keeps each row's
+place in the lists it was fused from (:attr:`~citerag.index.types.Ranking.places`), so a result's BM25 and dense
+ranks are read, not searched for; over an index version's tables a result decodes its passage and document only
+when they are read (:class:`SearchResult`).
 """
 
 from __future__ import annotations
@@ -24,11 +22,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import FrozenInstanceError
 from typing import get_args
 
-from citerag.index.fusion import (
-    bounded_score_fusion_rankings, reciprocal_rank_fusion_rankings, weighted_score_fusion_rankings,
-)
+from citerag.index.fusion import bounded_score_fusion, reciprocal_rank_fusion, weighted_score_fusion
 from citerag.index.tables import DocumentTable, PassageTable
-from citerag.index.types import Document, FusionMethod, Hit, Passage, Ranking, RetrievalMode
+from citerag.index.types import Document, FusionMethod, Passage, Ranking, RetrievalMode
 
 #: Every search mode and every hybrid fusion method, in the order messages list them.
 RETRIEVAL_MODES: tuple[str, ...] = get_args(RetrievalMode)
@@ -234,23 +230,23 @@ def candidate_depth(candidates: int, k: int, one_per_doc: bool, mode: RetrievalM
 
 def fusion_depth(k: int, depth: int, one_per_doc: bool) -> int:
     """How many fused hits to keep: ``k`` when every passage is wanted, ``2 * depth`` when passages of one document
-    are then dropped (:func:`select_hits` needs spares)."""
+    are then dropped (:func:`select_top` needs spares)."""
     return 2 * depth if one_per_doc else k
 
 
-def rank_hits(
+def rank_candidates(
     mode: RetrievalMode,
-    bm25: list[Hit],
-    dense: list[Hit],
+    bm25: Ranking,
+    dense: Ranking,
     fusion: FusionMethod,
     top_k: int,
     *,
     rrf_k: int,
     weights: tuple[float, float],
     bm25_bound: Callable[[], float] | None = None,
-) -> list[Hit]:
+) -> Ranking:
     """The ranked candidates of a search: ``bm25`` or ``dense`` as they are for those modes, else the two lists fused
-    with ``fusion`` (``top_k`` fused hits at most, :func:`fusion_depth`).
+    with ``fusion`` (``top_k`` fused rows at most, :func:`fusion_depth`).
 
     Args:
         rrf_k: the RRF constant.
@@ -264,59 +260,18 @@ def rank_hits(
         return bm25
     if mode == "dense":
         return dense
-    ranked = rank_rankings(mode, Ranking.of(bm25), Ranking.of(dense), fusion, top_k, rrf_k=rrf_k, weights=weights,
-                           bm25_bound=bm25_bound)
-    return ranked.hits()
-
-
-def rank_rankings(
-    mode: RetrievalMode,
-    bm25: Ranking,
-    dense: Ranking,
-    fusion: FusionMethod,
-    top_k: int,
-    *,
-    rrf_k: int,
-    weights: tuple[float, float],
-    bm25_bound: Callable[[], float] | None = None,
-) -> Ranking:
-    """:func:`rank_hits` over arrays.
-
-    Raises:
-        ValueError: ``fusion`` is ``"bounded"`` and no ``bm25_bound`` is given.
-    """
-    if mode == "bm25":
-        return bm25
-    if mode == "dense":
-        return dense
     if fusion == "bounded":
         if bm25_bound is None:
             raise ValueError("bounded fusion needs the query's BM25 upper bound")
-        return bounded_score_fusion_rankings(bm25, dense, bm25_bound(), weights, top_k=top_k)
+        return bounded_score_fusion(bm25, dense, bm25_bound(), weights, top_k=top_k)
     if fusion == "weighted":
-        return weighted_score_fusion_rankings([bm25, dense], weights, top_k=top_k)
-    return reciprocal_rank_fusion_rankings([bm25, dense], k=rrf_k, top_k=top_k)
+        return weighted_score_fusion([bm25, dense], weights, top_k=top_k)
+    return reciprocal_rank_fusion([bm25, dense], k=rrf_k, top_k=top_k)
 
 
-def select_hits(ranked: Sequence[Hit], passages: Sequence[Passage], k: int, one_per_doc: bool) -> list[Hit]:
+def select_top(ranked: Ranking, passages: Sequence[Passage], k: int, one_per_doc: bool) -> Ranking:
     """The first ``k`` of ``ranked`` (rows into ``passages``), only each document's best passage when
-    ``one_per_doc``."""
-    chosen: list[Hit] = []
-    seen_docs: set[str] = set()
-    for hit in ranked:
-        if one_per_doc:
-            doc_id = passages[hit.row].doc_id
-            if doc_id in seen_docs:
-                continue
-            seen_docs.add(doc_id)
-        chosen.append(hit)
-        if len(chosen) == k:
-            break
-    return chosen
-
-
-def select_ranking(ranked: Ranking, passages: Sequence[Passage], k: int, one_per_doc: bool) -> Ranking:
-    """:func:`select_hits` over arrays."""
+    ``one_per_doc``; ``ranked`` itself when it holds ``k`` rows or fewer and every passage is wanted."""
     if not one_per_doc:
         return ranked if len(ranked) <= k else ranked.take(slice(k))
     kept: list[int] = []
@@ -334,26 +289,15 @@ def select_ranking(ranked: Ranking, passages: Sequence[Passage], k: int, one_per
 
 
 def search_results(
-    chosen: Sequence[Hit],
-    bm25: Sequence[Hit],
-    dense: Sequence[Hit],
-    passages: Sequence[Passage],
-    documents: Mapping[str, Document],
-) -> list[SearchResult]:
-    """``chosen`` as ranked results (rank 1 first), each with its rank and score in the BM25 and dense candidate
-    lists when it was among them."""
-    return ranking_results(Ranking.of(chosen), Ranking.of(bm25), Ranking.of(dense), passages, documents)
-
-
-def ranking_results(
     chosen: Ranking,
     bm25: Ranking,
     dense: Ranking,
     passages: Sequence[Passage],
     documents: Mapping[str, Document],
 ) -> list[SearchResult]:
-    """:func:`search_results` over arrays: only the ``len(chosen)`` results are made as objects. A row listed twice
-    in a candidate list takes its rank and score from the later place.
+    """``chosen`` as ranked results (rank 1 first), each with its rank and score in the ``bm25`` and ``dense``
+    candidate lists when it was among them (a row listed twice in a list takes its later place). Only the
+    ``len(chosen)`` results are made as objects.
 
     Over a :class:`~citerag.index.tables.PassageTable` and :class:`~citerag.index.tables.DocumentTable` the results
     decode their passage and document on first access (:class:`SearchResult`); other sequences and mappings are

@@ -19,18 +19,12 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from citerag.index.backend import SearchBackend
 from citerag.index.errors import CiteragError
+from citerag.index.lifecycle import ensure_index, index_notes, recover_damaged
 from citerag.index.store import LoadedIndex
 from citerag.service.errors import citerag_error, validation_error
 from citerag.service.middleware import BodySizeLimit
 from citerag.service.observability import Metrics, RequestContext
-from citerag.service.pipeline import (
-    ensure_index,
-    index_notes,
-    open_answerer,
-    open_backend,
-    open_milvus_backend,
-    recover_damaged,
-)
+from citerag.service.pipeline import index_setup, open_answerer, open_backend, open_milvus_backend
 from citerag.service.routes import ROUTERS
 from citerag.service.settings import Settings, get_settings
 from citerag.service.state import AdmissionGate, AnswererLoader, Service, WriteGuard
@@ -97,10 +91,11 @@ def open_service(settings: Settings, index: LoadedIndex | None, metrics: Metrics
         backend: SearchBackend = open_milvus_backend(settings, show_progress=False)
         notes: list[str] = []
     else:
-        live = index or ensure_index(settings, show_progress=False)
+        setup = index_setup(settings)
+        live = index or ensure_index(setup, show_progress=False)
         embedded = open_backend(settings, live)
         if settings.verify_in_background:
-            embedded.verify_in_background(lambda path, reason: recover_damaged(settings, path, reason))
+            embedded.verify_in_background(lambda path, reason: recover_damaged(setup, path, reason))
         backend, notes = embedded, index_notes(live)
     key = settings.api_key.get_secret_value() if settings.api_key else None
     service = Service(

@@ -8,19 +8,19 @@ from __future__ import annotations
 import json
 import logging
 import sys
-import time
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from citerag.index.errors import CiteragError
-from citerag.service.settings import PROJECT_ROOT, Settings
+from citerag.service.settings import Settings
 
 if TYPE_CHECKING:
     from citerag.index.backend import WriteReport
@@ -88,12 +88,13 @@ def _open_searcher(settings: Settings):  # noqa: ANN202 - a Retriever or a Milvu
 
 
 def _open_index(settings: Settings):  # noqa: ANN202 - returns LoadedIndex; imported lazily to keep --help fast
-    """The live index, recovered (:func:`citerag.service.pipeline.recover_index`) but never built implicitly: a mistyped
+    """The live index, recovered (:func:`citerag.index.lifecycle.recover_index`) but never built implicitly: a mistyped
     --index-dir must not start a build."""
     from citerag.index.errors import IndexNotFound
-    from citerag.service.pipeline import recover_index
+    from citerag.index.lifecycle import recover_index
+    from citerag.service.pipeline import index_setup
 
-    index = recover_index(settings, show_progress=False)
+    index = recover_index(index_setup(settings), show_progress=False)
     if index is None:
         raise IndexNotFound(f"no index in {settings.index_dir}: run `citerag index` (or `make serve`) to build one")
     return index
@@ -128,7 +129,8 @@ def index_command(
 ) -> None:
     """Build the index from PATHS (default: the shipped ICML 2026 corpus), replacing the live one atomically.
     With --add, only new and changed documents are embedded and the others are kept."""
-    from citerag.service.pipeline import add_sources, index_notes, rebuild_sources
+    from citerag.index.lifecycle import add_sources, index_notes, rebuild_sources
+    from citerag.service.pipeline import index_setup
 
     if add and not paths:
         _fail("--add needs PATHS: the files or directories to add")
@@ -140,7 +142,8 @@ def index_command(
         report = open_milvus_backend(settings).write(load_documents(paths or settings.corpus))
         console.print(f"milvus: {write_summary(report)}")
         return
-    index, report = add_sources(settings, paths or []) if add else rebuild_sources(settings, paths or settings.corpus)
+    setup = index_setup(settings)
+    index, report = add_sources(setup, paths or []) if add else rebuild_sources(setup, paths or settings.corpus)
     console.print(write_summary(report))
     console.print(f"indexed {_count(len(index.documents), 'document')}, {_count(len(index.passages), 'passage')} "
                   f"into {index.path}")
@@ -183,74 +186,80 @@ def search(
 @one_line_errors
 def ask(
     question: str,
-    k: Annotated[int | None, typer.Option(help="Passages given to the model (1-20; default CITERAG_ASK_K).")] = None,
-    stream: Annotated[bool, typer.Option(help="Print the model's text as it is generated.")] = True,
+    k: Annotated[int | None, typer.Option(help="Passages retrieved (1-20; default CITERAG_ASK_K).")] = None,
+    stream: Annotated[bool, typer.Option(help="Show the evidence at once and the answer as it is written.")] = True,
     json_out: JsonOption = False,
     index_dir: IndexDirOption = None,
 ) -> None:
-    """Answer a question with numbered citations, or abstain. The raw text streams first; the checked answer
-    (citations verified) and its sources follow."""
+    """Answer a question with numbered citations, or abstain. The evidence shows first and the answer grows under
+    it; the checked answer (every sentence verified against its evidence) and its sources follow."""
     from citerag.service.pipeline import open_answerer
     from citerag.service.schemas import AskRequest, AskResponse
 
     request = AskRequest(question=question, k=k)
     settings = _settings(index_dir)
-    answerer = open_answerer(settings, _open_searcher(settings))
+    pipeline = open_answerer(settings, _open_searcher(settings))
     streaming = stream and not json_out
-
-    answer = answerer.ask(request.question, k=request.k or settings.ask_k, on_delta=_on_delta if streaming else None)
+    answer = pipeline.ask(request.question, k=request.k, on_event=_StreamPrinter() if streaming else None)
     response = AskResponse.of(answer)
-    if streaming:
-        console.print()
     if json_out:
         typer.echo(response.model_dump_json(indent=2))
         return
     _print_answer(response)
 
 
-def _on_delta(text: str) -> None:
-    """Print streamed model text as it comes (dim: the checked answer follows)."""
-    console.print(text, end="", style="dim", markup=False, highlight=False)
+class _StreamPrinter:
+    """Prints a question's stream events as they come: the evidence (dim, numbered by passage), then the answer's
+    text as it is written (dim: the checked answer follows)."""
+
+    def __call__(self, kind: str, payload: Any) -> None:
+        from citerag.index.text import readable
+
+        if kind == "question" and payload.rewritten:
+            console.print(f"[dim]answering: {escape(payload.text)}[/]", highlight=False)
+        elif kind == "evidence":
+            for e in payload:
+                console.print(f"[{e.n}] {readable(e.text)}", style="dim", markup=False, highlight=False)
+            console.print()
+        elif kind == "token":
+            console.print(payload, end="", style="dim", markup=False, highlight=False)
 
 
 def _print_answer(response: Any) -> None:  # an AskResponse
-    """The checked answer, its sources table (citations), the decision, the evidence read and the timings."""
-    console.print(f"\n[bold]{response.answer}[/]\n")
+    """The checked answer, its sources table (citations), the decision and the timings."""
+    from citerag.index.text import readable
+
+    console.print(f"\n[bold]{escape(response.answer)}[/]\n")
     if response.abstained:
-        console.print(f"[dim]abstained: {response.reason}[/]")
-    table = Table("n", "document", "cited text", "span", "rank (fused/bm25/dense)", show_lines=True)
+        console.print(f"[dim]abstained: {escape(response.reason)}[/]")
+    table = Table("n", "document", "cited sentence", "span", "rank (fused/bm25/dense)", show_lines=True)
     for c in response.citations:
         p = response.passages[c.n - 1]
         ranks = f"{p.rank} / {p.bm25_rank or '-'} / {p.dense_rank or '-'}"
-        table.add_row(f"[{c.n}]", c.title, c.text, f"{c.doc_id} {c.start}-{c.end}", ranks)
+        table.add_row(f"[{c.n}]", readable(c.title), readable(c.text), f"{c.doc_id} {c.start}-{c.end}", ranks)
     if response.citations:
         console.print(table)
     if response.decision:
         console.print(f"decision: [bold]{response.decision}[/]")
-    if response.evidence:
-        evidence = Table("", "n", "evidence sentence the model read", "score", show_lines=False)
-        for e in response.evidence:
-            evidence.add_row("used" if e.used else "", f"[{e.n}]", e.text, f"{e.score:.2f}")
-        console.print(evidence)
     console.print(f"[dim]timings (ms): {json.dumps(response.timings_ms)}[/]")
 
 
 @app.command()
 @one_line_errors
 def chat(
-    k: Annotated[int | None, typer.Option(help="Passages given to the model (1-20; default CITERAG_ASK_K).")] = None,
+    k: Annotated[int | None, typer.Option(help="Passages retrieved (1-20; default CITERAG_ASK_K).")] = None,
     index_dir: IndexDirOption = None,
 ) -> None:
     """Ask questions in a conversation: a follow-up ("Which benchmarks was it evaluated on?") is made standalone
-    from the earlier questions (the question answered is shown), each answer streams and is followed by its
-    sources. Ctrl-C stops the current answer; Ctrl-D (end of input) leaves."""
-    from citerag.service.conversation import Turn, latest_turns, standalone
+    from the earlier questions (the question answered is shown); each answer shows its evidence, grows as it is
+    written, and is followed by its sources. Ctrl-C stops the current answer; Ctrl-D (end of input) leaves."""
+    from citerag.service.conversation import Turn, latest_turns
     from citerag.service.pipeline import open_answerer
     from citerag.service.schemas import AskRequest, AskResponse
 
     settings = _settings(index_dir)
     AskRequest(question="k?", k=k)  # a bad --k fails before the model loads
-    answerer = open_answerer(settings, _open_searcher(settings))
+    pipeline = open_answerer(settings, _open_searcher(settings))
     history: list[Turn] = []
     console.print("[dim]Ask a question; follow-ups are read with the conversation. Ctrl-C stops an answer, "
                   "Ctrl-D leaves.[/]")
@@ -269,16 +278,10 @@ def chat(
             if line.strip():
                 console.print(f"[red]question: {exc.errors()[0]['msg']}[/]")
             continue
-        resolved = standalone(
-            request.question, latest_turns(history, settings.history_max_turns, settings.history_max_chars)
-        )
-        if resolved.rewritten:
-            console.print(f"[dim]answering: {resolved.question}[/]", markup=True, highlight=False)
+        turns = latest_turns(history, settings.history_max_turns, settings.history_max_chars)
         try:  # Ctrl-C while the answer streams or its sources print: that answer stops, the chat goes on
-            answer = answerer.ask(resolved.question, k=request.k or settings.ask_k, on_delta=_on_delta,
-                                  keep=resolved.keep)
-            console.print()
-            response = AskResponse.of(answer, asked=request.question)
+            answer = pipeline.ask(request.question, k=request.k, history=turns, on_event=_StreamPrinter())
+            response = AskResponse.of(answer)
             _print_answer(response)
         except KeyboardInterrupt:
             console.print("\n[dim]stopped.[/]")
@@ -318,7 +321,7 @@ def doctor(
     from citerag.index.recovery import health
     from citerag.index.store import IndexStore
     from citerag.index.files import sha256_file
-    from citerag.service.models import GENERATORS, assemble_gguf, embedding_model_dir, onnx_int8_model
+    from citerag.service.model_files import GENERATORS, assemble_gguf, embedding_model_dir, onnx_int8_model
 
     settings = _settings(index_dir)
     problems = 0
@@ -402,200 +405,30 @@ def serve(
     import uvicorn
 
     from citerag.service.api import create_app
-    from citerag.service.pipeline import ensure_index
+    from citerag.index.lifecycle import ensure_index
+    from citerag.service.pipeline import index_setup
 
     settings = _settings(index_dir).model_copy(update={"host": host, "port": port})
     index = None
     if settings.backend == "embedded":
-        index = ensure_index(settings, show_progress=True)
+        index = ensure_index(index_setup(settings), show_progress=True)
         console.print(f"index: {len(index.documents)} documents, {len(index.passages)} passages ({index.path})")
     from citerag.service.observability import json_logging
 
     uvicorn.run(create_app(settings, index), host=host, port=port, log_config=json_logging())
 
 
-@app.command("eval")
-@one_line_errors
-def eval_command(
-    benchmark: Annotated[
-        Path | None, typer.Option(help="A BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) instead of the dev set.")
-    ] = None,
-    answers: Annotated[bool, typer.Option("--answers", help="Evaluate answers (accuracy, citations, abstention).")] = False,
-    qa: Annotated[
-        Path | None,
-        typer.Option(help="A QA benchmark folder (corpus.jsonl, questions.jsonl: COVID-QA spans or PubMedQA decisions)."),
-    ] = None,
-    sample: Annotated[int | None, typer.Option(min=1, help="--qa: a fixed sample of this many questions.")] = None,
-    seed: Annotated[int, typer.Option(help="--qa: the sample's random seed.")] = 0,
-    half: Annotated[
-        Literal["dev", "test", "all"],
-        typer.Option(help="--qa / --answers: odd question ids (dev), even (test), or all."),
-    ] = "test",
-    label: Annotated[str, typer.Option(help="--qa / --answers: name of this run in the results files.")] = "default",
-    k: Annotated[
-        int | None, typer.Option(help="Passages per question for --answers (default: CITERAG_ASK_K).")
-    ] = None,
-    devset: Annotated[Path, typer.Option(help="Dev set JSONL.")] = PROJECT_ROOT / "eval" / "devset.jsonl",
-    out: Annotated[Path, typer.Option(help="Directory for the results (Markdown, JSON, PNG).")] = PROJECT_ROOT / "eval" / "results",
-    json_out: JsonOption = False,
-    index_dir: IndexDirOption = None,
-    backend: Annotated[
-        Literal["embedded", "milvus"] | None,
-        typer.Option(help="Retrieval backend (default $CITERAG_BACKEND, else embedded); milvus has no bounded fusion."),
-    ] = None,
-) -> None:
-    """Retrieval quality. Dev set: Recall@1/5/10, MRR@10, nDCG@10 for bm25, dense and hybrid. --benchmark: nDCG@10,
-    Recall@10/100, MRR@10 for bm25, dense, hybrid-rrf and hybrid-weighted, indexed into a separate directory."""
-    from citerag.eval.retrieval import (
-        BENCHMARK_RUNS,
-        bar_chart,
-        evaluate_benchmark,
-        evaluate_devset,
-        load_beir,
-        load_devset,
-        markdown_table,
-        metrics_table,
-        write_report,
-    )
+def _add_commands_of_other_packages() -> None:
+    """The commands other packages of citerag add to ``citerag`` (entry points of the group ``citerag.commands``,
+    ``pyproject.toml``: ``eval`` from :mod:`citerag.eval.cli`), each with this module's one-line errors; service/
+    imports none of them. A command missing after a pull: reinstall (``make install``) to register it."""
+    from importlib.metadata import entry_points
 
-    out.mkdir(parents=True, exist_ok=True)
-    if qa is not None:
-        _eval_qa(qa, out, k, sample, seed, half, label, json_out)
-        return
-    if answers:
-        _eval_answers(devset, out, k, json_out, index_dir, half, label)
-        return
-    if benchmark is not None:
-        bench = load_beir(benchmark)
-        settings = Settings(index_dir=index_dir or Path(".citerag-bench") / bench.name, corpus=[bench.corpus])
-        settings = settings.model_copy(update={"backend": backend or settings.backend})
-        suffix = "" if settings.backend == "embedded" else f"-{settings.backend}"
-        started = time.perf_counter()
-        searcher, held = _eval_searcher(settings)
-        runs = {
-            name: run for name, run in BENCHMARK_RUNS.items() if settings.backend == "embedded" or name != "hybrid-bounded"
-        }
-        results = evaluate_benchmark(searcher, bench, runs)
-        results["settings"] = {
-            **held,
-            "backend": settings.backend,
-            "candidates": settings.candidates,
-            "rrf_k": settings.rrf_k,
-            "weights": [settings.weight_bm25, settings.weight_dense],
-            "default_fusion": settings.fusion,
-            "seconds": round(time.perf_counter() - started, 1),
-        }
-        table = metrics_table(results["runs"])
-        generated = (
-            f"{table}\n\n{results['queries']} queries, {held['documents']} documents in {held['passages']} "
-            f"passages; document score = best passage (MaxP). Settings: `{json.dumps(results['settings'])}`. "
-            f"Produced by `citerag eval --benchmark {benchmark}{' --backend ' + settings.backend if suffix else ''}`."
-        )
-        name = f"{bench.name}{suffix}"
-        write_report(out / f"{name}.md", generated, f"Retrieval on {bench.name} ({settings.backend} backend)")
-        (out / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
-        bar_chart(results["runs"], f"{bench.name} ({results['queries']} queries)", out / f"{name}.png")
-    else:
-        if not devset.is_file():
-            _fail(f"{devset}: dev set not found")
-        settings = _settings(index_dir)
-        settings = settings.model_copy(update={"backend": backend or settings.backend})
-        suffix = "" if settings.backend == "embedded" else f"-{settings.backend}"
-        results = evaluate_devset(_eval_searcher(settings)[0], load_devset(devset))
-        table = markdown_table(results)
-        (out / f"devset{suffix}.md").write_text(
-            f"# Retrieval on the dev set ({results['questions']} answerable questions, document-level, "
-            f"{settings.backend} backend)\n\n{table}\n"
-        )
-        (out / f"devset{suffix}.json").write_text(json.dumps(results, indent=2) + "\n")
-    typer.echo(json.dumps(results, indent=2) if json_out else table)
+    for entry in entry_points(group="citerag.commands"):
+        app.command(entry.name)(one_line_errors(entry.load()))
 
 
-def _eval_searcher(settings: Settings) -> tuple[Any, dict[str, Any]]:
-    """The retrieval backend ``settings.backend`` names (the embedded index built or refreshed first; Milvus with
-    its first-run ingest), and what it holds: ``index`` (config or Milvus stats), ``documents``, ``passages``."""
-    if settings.backend == "milvus":
-        from citerag.service.pipeline import open_milvus_backend
-
-        milvus = open_milvus_backend(settings)
-        stats = milvus.stats()
-        return milvus, {"index": stats, "documents": stats["documents"], "passages": stats["passages"]}
-    from citerag.service.pipeline import ensure_index, open_retriever
-
-    index = ensure_index(settings, show_progress=True)
-    held = {"index": index.manifest["config"], "documents": len(index.documents), "passages": len(index.passages)}
-    return open_retriever(settings, index), held
-
-
-def _eval_answers(
-    devset: Path, out: Path, k: int | None, json_out: bool, index_dir: Path | None, which: str, label: str
-) -> None:
-    from citerag.eval.answers import evaluate_answers
-    from citerag.eval.retrieval import load_devset, metrics_table, write_report
-    from citerag.service.pipeline import ensure_index, open_answerer, open_retriever
-    from citerag.eval.qa import half
-
-    settings = _settings(index_dir)
-    k = k or settings.ask_k
-    answerer = open_answerer(settings, open_retriever(settings, ensure_index(settings, show_progress=True)))
-    results = evaluate_answers(answerer, half(load_devset(devset), which), k=k)  # type: ignore[arg-type]
-    summary = {key: round(value, 3) for key, value in results["summary"].items()}
-    model = settings.generator_path.name if settings.generator_path else settings.generator
-    lines = [f"Model {model}, answer mode {settings.answer_mode}, k = {k}, {which} half of `{devset.name}`; "
-             f"produced by `citerag eval --answers --devset {devset.name} --half {which} --k {k} --label {label}`.",
-             "", metrics_table({label: summary}, "setting"), "",
-             "| qid | kind | correct | abstained | relevant/citations | answer |", "|---|---|---|---|---|---|"]
-    for q in results["questions"]:
-        answer = q["answer"].replace("|", "\\|").replace("\n", " ")
-        lines.append(f"| {q['qid']} | {q['kind']} | {q['correct']} | {q['abstained']} | "
-                     f"{q['relevant_citations']}/{q['citations']} | {answer} |")
-    name = f"answers_{devset.stem}_{which}_{label}"
-    write_report(out / f"{name}.md", "\n".join(lines), f"Answers on {devset.name} ({which} half)")
-    (out / f"{name}.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    typer.echo(json.dumps(results["summary"], indent=2) if json_out else metrics_table({"default": summary}, "setting"))
-
-
-def _eval_qa(
-    folder: Path, out: Path, k: int | None, n: int | None, seed: int, which: str, label: str, json_out: bool
-) -> None:
-    """Ask a QA benchmark's questions through the ``/ask`` code path; write ``qa_<name>_<label>.json``."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    from citerag.service.pipeline import ensure_index, open_answerer, open_retriever
-    from citerag.eval.qa import evaluate_qa, half, load_qa, sample
-
-    bench = load_qa(folder)
-    questions = sample(half(bench.questions, which), n, seed)  # type: ignore[arg-type]
-    base = _settings(None)
-    settings = base.model_copy(
-        update={"index_dir": Path(".citerag-bench") / bench.name, "corpus": [bench.corpus]}
-    )
-    k = k or settings.ask_k
-    retriever = open_retriever(settings, ensure_index(settings, show_progress=True))
-    answerer = open_answerer(settings, retriever)
-    key = "token_f1" if bench.kind == "span" else "accuracy"
-    with Progress(
-        TextColumn(f"{bench.name} {which}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[score]}"),
-        TimeRemainingColumn(), transient=not sys.stderr.isatty(), disable=not sys.stderr.isatty(),
-    ) as progress:
-        task = progress.add_task("qa", total=len(questions), score="")
-
-        def on_record(_: Any, running: dict[str, float]) -> None:
-            progress.update(task, advance=1, score=f"{key} {running[key]:.3f}")
-
-        results = evaluate_qa(
-            lambda q: answerer.ask(q, k=k), bench, questions,
-            search=lambda q: retriever.search(q, k=20, mode="hybrid"), on_record=on_record,
-        )
-    results["settings"] = {
-        "answer_mode": settings.answer_mode, "k": k, "half": which, "sample": n, "seed": seed,
-        "evidence_sentences": settings.evidence_sentences, "min_confidence": settings.min_confidence,
-        "answer_span": settings.answer_span,
-        "generator": settings.generator_path.name if settings.generator_path else settings.generator,
-    }
-    (out / f"qa_{bench.name}_{label}.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    summary = {name: round(value, 3) for name, value in results["summary"].items()}
-    typer.echo(json.dumps(summary, indent=2) if json_out else "\n".join(f"{n}: {v}" for n, v in summary.items()))
+_add_commands_of_other_packages()
 
 
 def run() -> None:

@@ -29,20 +29,20 @@ from typing import Literal
 
 from citerag.index.search import SearchResult
 from citerag.index.tokenize import tokenize
-from citerag.service.context import names_in
+from citerag.service.answering.language import FUNCTION_WORDS, RESEARCH_NOUNS
+from citerag.service.answering.names import names_in
 
 #: A follow-up with at most this many content terms (BM25 tokens) is read as a continuation of the thread.
 SHORT_QUESTION_TERMS = 2
 
-_NOUNS = (
-    r"method|methods|model|models|paper|papers|approach|approaches|work|framework|algorithm|technique|study|"
-    r"system|architecture|benchmark|dataset|authors|proposal|result|results|idea|tool|network|procedure|trial|"
-    r"treatment|drug|therapy|intervention|protein|gene|variant|cohort|patients"
-)
-#: References back to something named earlier in the thread (case-insensitive, whole words). "that" counts only
-#: before one of the nouns ("that model"): alone it is mostly a conjunction ("shows that ...").
+#: References back to something named earlier in the thread (case-insensitive, whole words): a pronoun, a
+#: demonstrative before any noun ("this trial", "these models"), or "the" / "that" before a word for a paper's
+#: subject (:data:`~citerag.service.answering.language.RESEARCH_NOUNS`: "the method", "that model"); "that" before
+#: other words is mostly a conjunction ("shows that transformers ...").
 ANAPHORA = re.compile(
-    rf"\b(?:(?:the|this|that|these|those|such|said) (?:same |proposed |above |new )?(?:{_NOUNS})|"
+    rf"\b(?:(?:this|these|those|such|said) (?:same |proposed |above |new )?(?!(?:{'|'.join(FUNCTION_WORDS)})\b)"
+    r"[a-z][\w-]*|"
+    rf"(?:the|that) (?:same |proposed |above |new )?(?:{'|'.join(sorted(RESEARCH_NOUNS))})|"
     r"it|its|itself|they|them|their|theirs|this|these|those|the former|the latter|the same)\b",
     re.IGNORECASE,
 )

@@ -182,6 +182,8 @@ class Generator:
             self._server = self._load(self.decoding)
         self._lock = threading.Lock()
         self._pinned = False
+        #: Leading messages every prompt shares (system prompt, worked example): what :meth:`_pin_prefix` keeps.
+        self.fixed_messages = 1
 
     def decoding_report(self) -> dict[str, Any]:
         """The decoding in use (:meth:`Decoding.describe`), and when it fell back, what was asked and why."""
@@ -282,13 +284,20 @@ class Generator:
                 if pin:
                     self._pin_prefix(messages)
 
+    def pin(self, messages: list[dict[str, str]]) -> None:
+        """Re-pin the cache to ``messages``' system prompt (:meth:`_pin_prefix`) after calls made with
+        ``pin=False``, once nothing more will extend their prompt."""
+        with self._lock:
+            self._pin_prefix(messages)
+
     def _pin_prefix(self, messages: list[dict[str, str]]) -> None:
-        """Leave only the system prompt (and the empty user turn's header) in the KV cache: one tiny completion
-        whose prompt shares exactly that prefix with every question's prompt (~10 tokens to evaluate, 1 to
-        generate; run after each answer, so it does not delay the next one's first token)."""
-        system = [m for m in messages[:1] if m.get("role") == "system"]
+        """Leave only the fixed prefix of ``messages`` in the KV cache: its first :attr:`fixed_messages` messages
+        (the system prompt and any worked example) and the empty user turn's header. One tiny completion whose
+        prompt shares exactly that prefix with every question's prompt (its new tokens are evaluated once; 1
+        generated; run after each answer, so it does not delay the next one's first token)."""
+        prefix = messages[: self.fixed_messages]
         self._server.handle_chat_completions(
-            {"messages": [*system, {"role": "user", "content": ""}], "max_tokens": 1, "temperature": 0.0,
+            {"messages": [*prefix, {"role": "user", "content": ""}], "max_tokens": 1, "temperature": 0.0,
              "seed": 0, "cache_prompt": True}
         )
         self._pinned = True

@@ -15,16 +15,14 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Generator, Iterator
 from typing import Annotated, Any, Literal
 
 from fastapi.sse import ServerSentEvent
 from pydantic import BaseModel, ConfigDict, Field
 
-from citerag.service.answer import Answer, Answerer
-from citerag.service.conversation import Standalone, Turn
+from citerag.service.conversation import Turn
 from citerag.service.schemas import AskResponse
-from citerag.service.streaming import answer_events
 
 MODEL_ID = "citerag"
 
@@ -97,9 +95,18 @@ def completion(response: AskResponse) -> dict[str, Any]:
     }
 
 
-def completion_chunks(events: Iterator[ServerSentEvent]) -> Iterator[ServerSentEvent]:
+def completion_chunks(events: Generator[ServerSentEvent, None, None]) -> Generator[ServerSentEvent, None, None]:
     """Translate citerag's ``/ask`` event stream into OpenAI ``chat.completion.chunk`` server-sent events (``data:``
-    only, no event name), ending with ``data: [DONE]``."""
+    only, no event name), ending with ``data: [DONE]``. The content chunks are the answer as the model writes it;
+    the last chunk carries the checked answer (``citerag``) and its ``citations``. Closing this generator closes
+    ``events`` (which stops the generation)."""
+    try:
+        yield from _chunks(events)
+    finally:
+        events.close()
+
+
+def _chunks(events: Iterator[ServerSentEvent]) -> Iterator[ServerSentEvent]:
     chunk_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
 
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> ServerSentEvent:
@@ -123,15 +130,3 @@ def completion_chunks(events: Iterator[ServerSentEvent]) -> Iterator[ServerSentE
         elif event.event == "error":
             yield chunk({}, "stop", error=payload)
     yield ServerSentEvent(raw_data="[DONE]")
-
-
-def stream_of(
-    answerer: Answerer, resolved: Standalone, asked: str, k: int, on_done: Callable[[Answer], None] | None = None
-) -> Generator[ServerSentEvent, None, None]:
-    """OpenAI chunks for one question (a generator: closing it stops the generation): ``resolved`` is the
-    standalone form of the question ``asked``; ``on_done`` receives the finished answer."""
-    events = answer_events(answerer, resolved.question, k, on_done=on_done, keep=resolved.keep, asked=asked)
-    try:
-        yield from completion_chunks(events)
-    finally:
-        events.close()

@@ -13,6 +13,7 @@ from citerag.index.ingest import META_FIELDS, given_doc_id, make_document
 from citerag.index.search import SearchResult
 from citerag.index.types import Document
 from citerag.service.answering import Answer
+from citerag.service.answering.evidence import Evidence
 from citerag.service.conversation import Turn
 
 MAX_QUERY_CHARS = 2000
@@ -159,7 +160,12 @@ class EvidenceOut(BaseModel):
     end: int
     text: str
     score: float = Field(description="Evidence score in [0, 1] (dense, BM25, rare-term coverage, passage rank).")
-    used: bool = Field(description="Whether the answer states this sentence.")
+    used: bool = Field(description="Whether a sentence of the answer rests on this one.")
+
+    @classmethod
+    def of(cls, evidence: Evidence, used: bool = False) -> EvidenceOut:
+        return cls(n=evidence.n, doc_id=evidence.doc_id, start=evidence.start, end=evidence.end, text=evidence.text,
+                   score=round(evidence.score, 4), used=used)
 
 
 class AskResponse(BaseModel):
@@ -176,17 +182,20 @@ class AskResponse(BaseModel):
     )
     citations: list[CitationOut]
     evidence: list[EvidenceOut] = Field(
-        default_factory=list, description="The evidence sentences the model chose from (evidence-first answering)."
+        default_factory=list, description="The evidence sentences the model wrote the answer from, in the order it "
+        "read them.",
     )
     passages: list[PassageOut]
-    timings_ms: dict[str, float] = Field(description="retrieve, evidence, prompt, generate and total, in milliseconds.")
+    timings_ms: dict[str, float] = Field(
+        description="Per stage (analyse, retrieve, evidence, judge, write, verify, compose), the model's prompt "
+        "evaluation and generation (prompt, generate), and total, in milliseconds."
+    )
 
     @classmethod
-    def of(cls, answer: Answer, asked: str | None = None) -> AskResponse:
-        """The response for ``answer``; ``asked``: the question as asked when it was rewritten into
-        ``answer.question`` (default: the same)."""
+    def of(cls, answer: Answer) -> AskResponse:
+        """The response for ``answer``."""
         return cls(
-            question=asked if asked is not None else answer.question,
+            question=answer.asked or answer.question,
             question_used=answer.question,
             answer=answer.answer,
             abstained=answer.abstained,
@@ -204,11 +213,7 @@ class AskResponse(BaseModel):
                 for c in answer.citations
             ],
             decision=answer.decision,
-            evidence=[
-                EvidenceOut(n=e.passage, doc_id=e.doc_id, start=e.start, end=e.end, text=e.text,
-                            score=round(e.score, 4), used=i in answer.used)
-                for i, e in enumerate(answer.evidence)
-            ],
+            evidence=[EvidenceOut.of(e, i in answer.used) for i, e in enumerate(answer.evidence)],
             passages=[PassageOut.of(p) for p in answer.passages],
             timings_ms={key: round(value, 1) for key, value in answer.timings_ms.items()},
         )

@@ -106,37 +106,24 @@ class Settings(BaseSettings):
     # Answering.
     generator: Literal["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"] = "qwen2.5-coder-1.5b"
     generator_path: Path | None = Field(None, description="A GGUF file to use instead of the packaged generator.")
-    answer_mode: Literal["evidence", "generate"] = Field(
-        "evidence", description="evidence: the model chooses evidence sentences and the service writes the cited "
-        "answer (default); generate: the model writes free text, checked afterwards (eval/results/qa.md).",
-    )
     ask_k: int = Field(
         8, ge=1, le=20, description="Passages retrieved per question by default (evidence is chosen from their "
         "sentences; chosen in eval/results/qa.md).",
     )
     evidence_sentences: int = Field(
-        6, ge=1, le=9, description="Evidence sentences the model reads (evidence mode; eval/results/qa.md)."
-    )
-    answer_span: Literal["part", "sentence"] = Field(
-        "part", description="Evidence mode: part: an answer stating one sentence (not a yes/no or which-papers "
-        "answer) states only the part of it that answers, cited by that part's exact span (the question's restated "
-        "words, labels and references off its edges; a quantity question's number phrase); sentence: whole "
-        "sentences (chosen on COVID-QA's dev half: eval/results/qa.md).",
+        3, ge=1, le=9, description="Evidence sentences the model writes from, for a question about one paper (within "
+        "700 characters; which-papers and comparison questions add each qualifying paper's best; eval/results/qa.md).",
     )
     min_confidence: float = Field(
-        0.2, ge=0.0, le=1.0, description="Evidence mode: abstain when the model's probability that the best evidence "
-        "sentence answers is below this (chosen on dev questions: eval/results/qa.md).",
+        0.2, ge=0.0, le=1.0, description="Abstain when the model's probability that the evidence answers the "
+        "question is below this (chosen on dev questions: eval/results/qa.md).",
     )
     min_confidence_unseen: float = Field(
-        0.4, ge=0.0, le=1.0, description="Evidence mode: the confidence a question (not a yes/no one) needs when "
-        "one of its content words is in no indexed passage (0: off; chosen on dev questions: eval/results/qa.md).",
-    )
-    ask_sentences: int = Field(
-        0, ge=0, le=20, description="0: the model reads whole passages (default); n: each passage's n sentences most "
-        "similar to the question (faster prompts, but far less accurate: eval/results/answer_table.md).",
+        0.4, ge=0.0, le=1.0, description="The confidence a question (not a yes/no one) needs when one of its content "
+        "words is in no indexed passage (0: off; chosen on dev questions: eval/results/qa.md).",
     )
     n_ctx: int = Field(4096, ge=512, description="Model context window (tokens).")
-    max_answer_tokens: int = Field(256, ge=16, le=2048, description="Generation limit (tokens).")
+    max_answer_tokens: int = Field(120, ge=16, le=2048, description="The written answer's limit (tokens).")
     threads: int = Field(0, ge=0, description="CPU threads for generation; 0 = all cores.")
     # Decoding (issue 28; bench/generator_speed.py, bench/RESULTS.md). Greedy output is the plain decoder's (up to
     # the last bits of batched arithmetic); a variant that fails to load falls back to plain decoding with a warning.
@@ -154,7 +141,6 @@ class Settings(BaseSettings):
     speculative_p_min: float = Field(
         0.6, ge=0.0, le=1.0, description="Speculative decoding, draft: the draft model stops below this probability."
     )
-    generate_timeout_s: float = Field(120.0, gt=0, description="Wall-clock limit of one generation (s).")
     max_queue: int = Field(8, ge=1, description="Questions admitted at once; more get 503 + Retry-After.")
     min_dense_score: float = Field(
         0.18, description="Abstain when the best passage's cosine similarity to the question is below this."

@@ -21,7 +21,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from citerag.index.backend import SearchBackend
 from citerag.index.errors import ModelNotFound
-from citerag.service.answer import Answer, Answerer
+from citerag.service.answering import Answer
+from citerag.service.answering.runner import AnswerPipeline
 from citerag.service.errors import Overloaded, Unauthorized, WritesDisabled
 from citerag.service.observability import Activity, Metrics
 
@@ -118,14 +119,14 @@ class AnswererLoader:
         quiet_s, at_latest_s: seconds (defaults :data:`LOAD_WHEN_QUIET_S`, :data:`LOAD_AT_LATEST_S`).
     """
 
-    def __init__(self, load: Callable[[], Answerer], activity: Activity | None = None,
+    def __init__(self, load: Callable[[], AnswerPipeline], activity: Activity | None = None,
                  quiet_s: float = LOAD_WHEN_QUIET_S, at_latest_s: float = LOAD_AT_LATEST_S) -> None:
         self._load = load
         self._activity = activity
         self._quiet_s, self._at_latest_s = quiet_s, at_latest_s
         self._wanted = threading.Event()
         self._done = threading.Event()
-        self._answerer: Answerer | None = None
+        self._answerer: AnswerPipeline | None = None
         self.error: BaseException | None = None
         threading.Thread(target=self._run, name="citerag-model-load", daemon=True).start()
 
@@ -155,7 +156,7 @@ class AnswererLoader:
         """True once the model is loaded (False while loading, or when loading failed)."""
         return self._done.is_set() and self._answerer is not None
 
-    def get(self) -> Answerer:
+    def get(self) -> AnswerPipeline:
         """The answerer, waiting for the load to finish.
 
         Raises:
@@ -183,8 +184,8 @@ class Service:
     history_max_chars: int
 
     @property
-    def answerer(self) -> Answerer:
-        """The answerer; a question that comes while the model loads waits for it (:meth:`AnswererLoader.get`).
+    def answerer(self) -> AnswerPipeline:
+        """The answering pipeline; a question that comes while the model loads waits for it (:meth:`AnswererLoader.get`).
 
         Raises:
             ModelNotFound: the model failed to load.

@@ -2,10 +2,12 @@
 own SSE types (:mod:`fastapi.sse`): each event is a ``ServerSentEvent``, framed by ``format_sse_event`` and sent in
 an ``EventSourceResponse``.
 
-Event order: ``passages`` (the retrieved passages, numbered as the model sees them), then one ``token`` event per
-generated piece of raw model text, then ``answer`` (the full :class:`~citerag.service.schemas.AskResponse` after the
-citation check; its ``answer`` replaces the streamed raw text) -- or ``error``. When the client disconnects the
-generator is closed and generation stops at the next token.
+Event order: ``passages`` (the retrieved passages, numbered as the answer cites them), ``evidence`` (the sentences
+the answer is written from, with ``doc_id``, ``start`` and ``end``, as soon as they are chosen), then one ``token``
+event per piece of the answer as the model writes it (citation markers already the passages' ``[n]``), then
+``answer`` (the full :class:`~citerag.service.schemas.AskResponse` after every sentence was checked against its
+evidence; its ``answer`` replaces the streamed text) -- or ``error``. An abstention decided before writing streams
+no ``token``. When the client disconnects the generator is closed and generation stops at the next token.
 
 FastAPI streams SSE itself only from a generator endpoint (``response_class=EventSourceResponse`` and ``yield``),
 which cannot also answer plain JSON as ``/ask`` and ``/v1/chat/completions`` do without ``stream``; so the
@@ -18,7 +20,6 @@ from __future__ import annotations
 import json
 import queue
 import threading
-import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 
@@ -28,8 +29,10 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent, format_sse_event
 from starlette.types import Receive, Scope, Send
 
 from citerag.index.filters import Filters
-from citerag.service.answer import Answer, Answerer
-from citerag.service.schemas import AskResponse, PassageOut
+from citerag.service.answering import Answer
+from citerag.service.answering.runner import AnswerPipeline
+from citerag.service.conversation import Turn
+from citerag.service.schemas import AskResponse, EvidenceOut, PassageOut
 
 #: The stream's headers: no caching, and no buffering by an nginx proxy (the headers FastAPI's own SSE sets).
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -45,56 +48,58 @@ def encode(event: ServerSentEvent) -> bytes:
     return format_sse_event(data_str=data, event=event.event, id=event.id, retry=event.retry, comment=event.comment)
 
 
+def event_of(kind: str, payload: Any) -> ServerSentEvent:
+    """The server-sent event for one pipeline event (:data:`~citerag.service.answering.state.EventKind`)."""
+    if kind == "passages":
+        return ServerSentEvent(event="passages", data={"passages": [PassageOut.of(p).model_dump() for p in payload]})
+    if kind == "evidence":
+        return ServerSentEvent(event="evidence", data={"evidence": [EvidenceOut.of(e).model_dump() for e in payload]})
+    return ServerSentEvent(event="token", data={"text": payload})
+
+
 def answer_events(
-    answerer: Answerer,
+    pipeline: AnswerPipeline,
     question: str,
-    k: int,
+    k: int | None = None,
     filters: Filters | None = None,
+    history: Sequence[Turn] = (),
     on_done: Callable[[Answer], None] | None = None,
-    keep: Sequence[str] = (),
-    asked: str | None = None,
 ) -> Generator[ServerSentEvent, None, None]:
-    """The SSE stream of one question (see module docstring). Generation runs in a worker thread; ``on_done``
-    receives the finished :class:`Answer` (e.g. for metrics).
+    """The SSE stream of one question (module docstring). The pipeline runs in a worker thread; ``on_done``
+    receives the finished :class:`~citerag.service.answering.state.Answer` (e.g. for metrics).
 
     Args:
-        question: the question to answer (a follow-up's standalone form: the final event's ``question_used``).
-        keep: documents kept as candidates (:meth:`~citerag.service.answering.base.RetrievingAnswerer.retrieve`).
-        asked: the question as asked, when ``question`` is its rewritten form (the final event's ``question``).
+        question: the question as asked; with ``history`` (earlier turns, oldest first) a follow-up is made
+            standalone by the pipeline (the final event's ``question_used``).
     """
-    started = time.perf_counter()
-    passages = answerer.retrieve(question, k, filters, keep)
-    retrieve_ms = (time.perf_counter() - started) * 1000
-    yield ServerSentEvent(event="passages", data={"passages": [PassageOut.of(p).model_dump() for p in passages]})
-
     pieces: queue.Queue[tuple[str, Any]] = queue.Queue()
     stop = threading.Event()
 
-    def on_delta(text: str) -> bool:
-        pieces.put(("token", text))
+    def on_event(kind: str, payload: Any) -> bool:
+        pieces.put((kind, payload))
         return stop.is_set()
 
     def work() -> None:
         try:
-            pieces.put(("answer", answerer.answer(question, passages, retrieve_ms, on_delta)))
+            pieces.put(("answer", pipeline.ask(question, k, filters, history, on_event)))
         except Exception as exc:  # noqa: BLE001 - reported to the client as an error event
             pieces.put(("error", exc))
 
-    worker = threading.Thread(target=work, name="citerag-generate", daemon=True)
+    worker = threading.Thread(target=work, name="citerag-answer", daemon=True)
     worker.start()
     try:
         while True:
             kind, payload = pieces.get()
-            if kind == "token":
-                yield ServerSentEvent(event="token", data={"text": payload})
-            elif kind == "answer":
+            if kind == "answer":
                 if on_done is not None:
                     on_done(payload)
-                yield ServerSentEvent(event="answer", data=AskResponse.of(payload, asked).model_dump())
+                yield ServerSentEvent(event="answer", data=AskResponse.of(payload).model_dump())
                 return
-            else:
-                yield ServerSentEvent(event="error", data={"detail": f"generation failed: {payload}"})
+            if kind == "error":
+                yield ServerSentEvent(event="error", data={"detail": f"answering failed: {payload}"})
                 return
+            if kind != "question":  # the final event's question_used says it
+                yield event_of(kind, payload)
     finally:
         stop.set()  # also on client disconnect (GeneratorExit): the model stops at its next token
 

@@ -106,7 +106,7 @@ def tokenizer():
     """The embedding model's own tokenizer (fast to load; no weights)."""
     from transformers import AutoTokenizer
 
-    from citerag.service.models import embedding_model_dir
+    from citerag.service.model_files import embedding_model_dir
 
     return AutoTokenizer.from_pretrained(str(embedding_model_dir()))
 
@@ -137,10 +137,11 @@ def settings_factory(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture(scope="session")
 def seed_settings(settings_factory):
     """Settings whose index directory holds the real index of the 38 seed abstracts (built once)."""
-    from citerag.service.pipeline import ensure_index
+    from citerag.index.lifecycle import ensure_index
+    from citerag.service.pipeline import index_setup
 
     settings = settings_factory(corpus=[SEEDS])
-    ensure_index(settings, show_progress=False)
+    ensure_index(index_setup(settings), show_progress=False)
     return settings
 
 

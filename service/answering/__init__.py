@@ -1,12 +1,11 @@
-"""Evidence-first answering: the model chooses and decides, the service writes the cited answer.
+"""Answering: one pipeline of small components over one :class:`~citerag.service.answering.state.AnswerState`.
 
-Stages, in data-flow order: :mod:`.evidence` (sentences of the retrieved passages, scored) -> :mod:`.prompt`
-(the constrained prompts and grammars) -> :mod:`.generate` (the model's probabilities over the options) ->
-:mod:`.verify` (calibrated decision, abstention) -> :mod:`.compose` (the answer and its citations);
-:mod:`.answerer` runs them in order.
+analyse (:mod:`.question`) -> retrieve (:mod:`.retrieve`) -> select evidence (:mod:`.evidence`) -> judge
+(:mod:`.judge`) -> write (:mod:`.write`) -> verify (:mod:`.verify`) -> compose (:mod:`.compose`); the runner
+(:mod:`.runner`) times them, stops at an abstention and emits the stream's events. The model writes the answer from
+the chosen evidence; the service checks every written sentence against the evidence it cites.
 """
 
-from citerag.service.answering.answerer import EvidenceAnswerer
-from citerag.service.answering.types import NOT_FOUND, Answer, Citation
+from citerag.service.answering.state import NOT_FOUND, Answer, AnswerState, Citation
 
-__all__ = ["NOT_FOUND", "Answer", "Citation", "EvidenceAnswerer"]
+__all__ = ["NOT_FOUND", "Answer", "AnswerState", "Citation"]

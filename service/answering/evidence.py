@@ -16,7 +16,6 @@ The weights (:data:`DEFAULT_WEIGHTS`) were chosen on the shared COVID-QA questio
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -26,7 +25,7 @@ from rank_bm25 import BM25Okapi
 from citerag.index.search import SearchResult
 from citerag.index.text import fold, split_sentences
 from citerag.index.tokenize import tokenize
-from citerag.service.context import coined_name, names_in
+from citerag.service.answering.state import AnswerState
 
 #: (dense, bm25, coverage, rank) weights of the sentence score.
 DEFAULT_WEIGHTS: tuple[float, float, float, float] = (0.4, 0.1, 0.4, 0.1)
@@ -44,15 +43,17 @@ class Evidence:
     """One evidence sentence.
 
     Attributes:
-        passage: 1-based number of the passage (in the list given to :func:`select_evidence`) holding it.
+        n: 1-based number of the passage (in the list given to :func:`select_evidence`) holding it: the ``[n]`` an
+            answer resting on it cites.
         result: that passage and its document.
         start, end: character offsets into the document text: ``result.document.text[start:end] == text``.
-        text: the sentence as stored (markup kept); the prompt and the answer show :func:`~citerag.index.text.fold` of it.
+        text: the sentence as stored (markup kept); the prompt and the answer show
+            :func:`~citerag.index.text.readable` of it.
         score: the combined score (module docstring), in ``[0, 1]``.
         dense: its cosine similarity to the question (unscaled), in ``[-1, 1]``.
     """
 
-    passage: int
+    n: int
     result: SearchResult
     start: int
     end: int
@@ -178,58 +179,11 @@ def select_evidence(
     order = np.argsort(-scores, kind="stable")[:keep]
     return [
         Evidence(
-            passage=candidates[i][0], result=passages[candidates[i][0] - 1], start=candidates[i][1],
+            n=candidates[i][0], result=passages[candidates[i][0] - 1], start=candidates[i][1],
             end=candidates[i][2], text=texts[i], score=float(scores[i]), dense=float(cosines[i]),
         )
         for i in map(int, order)
     ]
-
-
-def question_names(question: str) -> list[str]:
-    """The names ``question`` mentions, in order: name-shaped tokens (``SV2P``, ``Harmonic-NAS``; the field's
-    common acronyms left out, :func:`~citerag.service.context.names_in`) and runs of two or more capitalised words after
-    its first word ("Error Encoding Networks", "Critique Fine-Tuning").
-
-    >>> question_names("How do SV2P and Error Encoding Networks each model uncertainty?")
-    ['SV2P', 'Error Encoding Networks']
-    >>> question_names("What is the main cause of HIV-1 infection in children?")
-    ['HIV-1']
-    """
-    folded = fold(question)
-    found = [(folded.find(name), name) for name in dict.fromkeys(names_in(folded))]
-    words = list(re.finditer(r"[^\s,;:?!()]+", folded))
-    run: list[re.Match[str]] = []
-    for match in [*words[1:], None]:
-        if match is not None and match.group(0)[0].isupper() and not match.group(0).isupper():
-            run.append(match)
-            continue
-        if len(run) >= 2:
-            found.append((run[0].start(), " ".join(m.group(0) for m in run)))
-        run = []
-    names: list[str] = []
-    for _, name in sorted(found):
-        if not any(name in other or other in name for other in names):
-            names.append(name)
-    return names
-
-
-def named_documents(question: str, passages: Sequence[SearchResult]) -> list[str]:
-    """The retrieved documents ``question`` names, in the order it names them: a name (:func:`question_names`)
-    names the best-ranked document that is called so, by its title (the name in it as whole words, case ignored) or
-    by the name its abstract introduces (:func:`~citerag.service.context.coined_name`). A name a paper only mentions
-    ("HIV-1", "COVID-19") names none. Returns ``[]`` unless at least two different documents are named: a question
-    about one paper needs nothing more than the best sentence."""
-    docs: list[str] = []
-    for name in question_names(question):
-        pattern = re.compile(rf"(?<!\w){re.escape(name.lower())}(?!\w)")
-        for result in passages:
-            document = result.document
-            coined = coined_name(document.text)
-            if pattern.search(fold(document.title).lower()) or (coined and coined.lower() == name.lower()):
-                if document.doc_id not in docs:
-                    docs.append(document.doc_id)
-                break
-    return docs if len(docs) >= 2 else []
 
 
 def grouped(evidence: Sequence[Evidence]) -> list[Evidence]:
@@ -239,3 +193,97 @@ def grouped(evidence: Sequence[Evidence]) -> list[Evidence]:
     for item in evidence:
         by_doc.setdefault(item.doc_id, []).append(item)
     return [item for items in by_doc.values() for item in sorted(items, key=lambda e: e.start)]
+
+
+#: Evidence sentences the writer reads for a question about one thing (each costs ~0.4 s of prompt evaluation on
+#: 2 cores; chosen on dev questions: eval/results/qa.md).
+EVIDENCE_SENTENCES = 3
+#: At most this many characters of evidence in all (about 4 characters a token): the prompt's length is the
+#: answer's latency.
+MAX_EVIDENCE_CHARS = 700
+#: A question about several papers (which papers, comparisons) gets the best sentence of each paper whose best
+#: sentence scores at least this share of the best sentence's score, up to :data:`MAX_PAPERS` papers.
+PAPER_SCORE_RATIO = 0.7
+MAX_PAPERS = 4
+
+
+class SelectEvidence:
+    """The select-evidence step: score the sentences of ``state.passages`` (:func:`select_evidence`), keep the few
+    the writer reads, grouped by paper (:func:`grouped`), and emit them (``"evidence"``).
+
+    What is kept: the best ``sentences``, within ``max_chars``; for a question that names papers, the best sentence
+    of each named paper too (:func:`~citerag.service.answering.names.named_documents`); for a which-papers or
+    comparison question, the best sentence of each paper that scores at least ``paper_ratio`` of the best one, up to
+    ``max_papers``.
+
+    Args:
+        encode: the dense encoder (``list[str] -> (n, dim) float32``, L2-normalised rows).
+        sentences: evidence sentences for a question about one thing (>= 1).
+        max_chars: the evidence's length limit in characters (the best sentence is always kept).
+        paper_ratio, max_papers: the several-papers rule above.
+        weights: ``(dense, bm25, coverage, rank)`` weights of the sentence score.
+
+    Raises:
+        ValueError: ``sentences`` or ``max_papers`` below 1, ``paper_ratio`` outside ``[0, 1]``.
+    """
+
+    name = "evidence"
+
+    def __init__(
+        self, encode: Encode, sentences: int = EVIDENCE_SENTENCES, max_chars: int = MAX_EVIDENCE_CHARS,
+        paper_ratio: float = PAPER_SCORE_RATIO, max_papers: int = MAX_PAPERS,
+        weights: tuple[float, float, float, float] = DEFAULT_WEIGHTS,
+    ) -> None:
+        if sentences < 1 or max_papers < 1:
+            raise ValueError(f"sentences and max_papers must be >= 1, got {sentences} and {max_papers}")
+        if not 0.0 <= paper_ratio <= 1.0:
+            raise ValueError(f"paper_ratio must be in [0, 1], got {paper_ratio}")
+        self.encode = encode
+        self.sentences = sentences
+        self.max_chars = max_chars
+        self.paper_ratio = paper_ratio
+        self.max_papers = max_papers
+        self.weights = weights
+
+    def run(self, state: AnswerState) -> None:
+        from citerag.service.answering.names import named_documents
+
+        assert state.info is not None
+        ranked = select_evidence(state.info.text, state.passages, self.encode, 64, self.weights)
+        if not ranked:
+            state.abstain("the passages hold no sentence to answer from")
+            return
+        chosen = self.chosen(ranked, named_documents(state.info.names, state.passages),
+                             several=state.info.kind in ("which_papers", "comparison"))
+        state.evidence = grouped(chosen)
+        state.emit("evidence", state.evidence)
+
+    def chosen(self, ranked: list[Evidence], named: list[str], several: bool) -> list[Evidence]:
+        """The evidence to keep from ``ranked`` (best first), for a question naming the documents ``named`` and
+        asking about ``several`` papers or not (class docstring)."""
+        chosen: list[Evidence] = []
+        chars = 0
+
+        def add(item: Evidence) -> None:
+            nonlocal chars
+            if item not in chosen:
+                chosen.append(item)
+                chars += len(item.text)
+
+        add(ranked[0])
+        firsts = {}
+        for item in ranked:
+            firsts.setdefault(item.doc_id, item)
+        for doc_id in named if len(named) >= 2 else []:
+            if doc_id in firsts:
+                add(firsts[doc_id])
+        if several:
+            best = ranked[0].score
+            papers = [item for item in firsts.values() if item.score >= self.paper_ratio * best]
+            for item in papers[: self.max_papers]:
+                add(item)
+        for item in ranked[1:]:
+            if len(chosen) >= self.sentences or chars + len(item.text) > self.max_chars:
+                break
+            add(item)
+        return chosen

@@ -1,84 +1,195 @@
-"""Verification of the model's choices: the calibrated decision and the abstention score.
+"""The verify step: every sentence the model wrote is checked against the evidence it cites, so a citation
+cannot point at text that does not say the thing.
 
-* Decision: ``argmax_c log p(c) + bias_c`` over yes/no/maybe, where ``p`` is the model's probability given the
-  evidence (:func:`~citerag.service.answering.generate.decide`) and ``bias`` a per-class offset fitted on dev questions
-  (PubMedQA's odd half): the "contextual calibration" of Zhao et al. 2021 (ICML), which corrects a small model's
-  prior towards one label without changing how it reads the evidence.
-* Abstention: the answer's confidence is the model's probability that the sentence it rests on answers the
-  question (:func:`~citerag.service.answering.generate.relevance`); the service abstains below :data:`MIN_CONFIDENCE`, or
-  before asking the model when retrieval found no passage close to the question (best cosine below
-  ``min_dense_score``).
-* Unseen terms: a question whose content words include one that no indexed passage holds
-  (:func:`content_terms`, the backend's ``unseen_terms``: "glacier" over ML abstracts) is often about something
-  the corpus does not cover; such a question is answered only when the confidence reaches the higher
-  :data:`MIN_CONFIDENCE_UNSEEN`, so the evidence must make up for the missing word (a paraphrase, a synonym); only
-  over a corpus of :data:`MIN_VOCABULARY_FOR_UNSEEN` terms or more, where ordinary words are not missing.
-  Yes/no questions keep their decision: on PubMedQA's dev half their titles' words are often absent from the
-  abstract that answers them ("Literacy after hemispherectomy: can the right hemisphere read?"), and the rule
-  cost 2 right decisions of 40 (``eval/results/qa.md``).
+A sentence is *supported* by evidence sentences when (:func:`check`):
+
+* every number it states is in them, digit for digit (``80.6``, ``1318``; a number the question states counts too),
+  so a number is never altered;
+* every name it uses (a name-shaped token such as ``LU-KV``, or a capitalised word inside the sentence) is in them,
+  in the question, or in a paper's label;
+* at least :data:`MIN_SUPPORT` of its content words (BM25 terms: stemmed, function words left out) are in them, the
+  question or the labels: the model may join the evidence's words with its own ("reaches", "uses"), not bring new
+  ones.
+
+A sentence that its own markers do not support is given to the evidence sentence that does, if one does; otherwise
+it is dropped. When no written sentence survives, the answer is the evidence sentence most like the first one the
+model wrote, itself (``origin="extract"``; the best-scored evidence sentence when the model wrote nothing). A sentence that opens with a pronoun ("We ...", "This ...") gets its paper's label as its
+subject (:func:`~citerag.service.answering.subject.name_subject`); an unfinished last sentence (the token limit) is
+dropped.
 """
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Mapping
-from functools import lru_cache
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
+from citerag.index.text import readable, split_sentences
 from citerag.index.tokenize import tokenize
+from citerag.service.answering.evidence import Evidence
+from citerag.service.answering.language import (
+    CITATION_MARKER,
+    FUNCTION_WORDS,
+    META_WORDS,
+    marker_numbers,
+    number_values,
+)
+from citerag.service.answering.names import names_in, paper_label
+from citerag.service.answering.state import AnswerState, Statement
+from citerag.service.answering.subject import name_subject, opens_with_pronoun
 
-#: Per-class log-probability offsets for yes/no/maybe. After the draft (:func:`~citerag.service.answering.generate.decide`)
-#: none is needed: on PubMedQA's dev half the best offsets gained 1 question of 59 (``eval/results/qa.md``), so
-#: they are zero; the mechanism stays for a model whose prior leans to one label.
-DECISION_BIAS: dict[str, float] = {"yes": 0.0, "no": 0.0, "maybe": 0.0}
-#: Below this confidence the service abstains (chosen on dev questions; ``eval/results/qa.md``).
-MIN_CONFIDENCE = 0.2
-#: The confidence a question with an unseen content term needs: the highest threshold that cost no right answer on
-#: the shipped corpus's dev half and the ML dev set (``eval/results/qa.md``).
-MIN_CONFIDENCE_UNSEEN = 0.4
-#: The unseen-word rule needs a corpus with at least this many distinct (stemmed) terms: about the 8,000-9,000 word
-#: families a reader needs for ordinary English text (Nation 2006, Canadian Modern Language Review 63(1)). In a smaller
-#: corpus ordinary words ("need", "database") are absent too: over the 38 shipped abstracts (1,608 terms) the rule
-#: turned 3 right answers of the test half into abstentions (``eval/results/qa.md``); COVID-QA's 98 papers hold
-#: 18,541 terms, PubMedQA's 1,000 abstracts 11,959, the 22,981 ML abstracts 46,245.
-MIN_VOCABULARY_FOR_UNSEEN = 10_000
-
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)  # a compound's parts count, not its joined form ("face-verification")
-
-
-@lru_cache(maxsize=1)
-def _function_tokens() -> frozenset[str]:
-    """BM25 tokens of English function words: scikit-learn's stop list (Glasgow IR group's, 318 words), which
-    unlike the BM25 list holds question words ("how", "many", "which"), plus the auxiliary forms it lacks."""
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
-    words = [*ENGLISH_STOP_WORDS, "did", "does", "doing", "shall", "having"]
-    return frozenset(t for word in words for t in tokenize(word))
+#: The share of a written sentence's content terms that must be in its evidence, the question or the labels
+#: (chosen on dev questions: eval/results/qa.md).
+MIN_SUPPORT = 0.75
+#: At most this many sentences are kept.
+MAX_SENTENCES = 3
+#: What an answer calls a paper that has neither a title nor a coined name.
+UNNAMED_SUBJECT = "The paper"
+_WORD = re.compile(r"[^\W_]+(?:[-–][^\W_]+)*")
+_CAPITALISED = re.compile(r"(?<=\s)[A-Z][\w-]*")
+_DECISION_WORDS = {"yes", "no", "maybe"}
 
 
-def content_terms(question: str) -> list[tuple[str, str]]:
-    """``(word, BM25 token)`` of each distinct content word of ``question``, in order: function words dropped,
-    a hyphenated compound split into its words.
+@dataclass(frozen=True, slots=True)
+class Check:
+    """How a sentence fares against some evidence.
 
-    >>> content_terms("How does the QuillFormer tokenizer split Sanskrit compound-words?")
-    [('QuillFormer', 'quillform'), ('tokenizer', 'token'), ('split', 'split'), ('Sanskrit', 'sanskrit'), ('compound', 'compound'), ('words', 'word')]
+    Attributes:
+        coverage: the share of its content terms found, in ``[0, 1]`` (1.0 when it has none).
+        missing_numbers: numbers it states that are not there.
+        missing_names: names it uses that are not there.
     """
-    function = _function_tokens()
-    seen: dict[str, str] = {}
-    for word in _WORD.findall(question):
-        for token in tokenize(word):
-            if token not in function and token not in seen:
-                seen[token] = word
-    return [(word, token) for token, word in seen.items()]
+
+    coverage: float
+    missing_numbers: tuple[str, ...] = ()
+    missing_names: tuple[str, ...] = ()
+
+    def supported(self, min_support: float = MIN_SUPPORT) -> bool:
+        """No missing number or name, and at least ``min_support`` of the content terms found."""
+        return not self.missing_numbers and not self.missing_names and self.coverage >= min_support
 
 
-def calibrated_decision(probabilities: Mapping[str, float], bias: Mapping[str, float] = DECISION_BIAS) -> str:
-    """The decision with the highest ``log p + bias`` (ties go to the first of yes, no, maybe).
+def content_tokens(text: str) -> set[str]:
+    """The BM25 terms of ``text``'s content words (function words left out)."""
+    return {t for word in _WORD.findall(text) if word.lower() not in FUNCTION_WORDS for t in tokenize(word)}
 
-    >>> calibrated_decision({"yes": 0.5, "no": 0.4, "maybe": 0.1}, {"yes": 0.0, "no": 0.3, "maybe": 0.0})
-    'no'
+
+def check(sentence: str, sources: Iterable[str], context: Iterable[str] = ()) -> Check:
+    """Check ``sentence`` (readable text, no markers) against ``sources`` (readable evidence texts), with
+    ``context`` (the question, the paper labels) counting as known words and numbers (module docstring).
+
+    >>> check("ASMC reaches 80.6% exact-match accuracy", ["ASMC attains 80.6% exact-match accuracy."]).supported()
+    True
+    >>> check("ASMC reaches 86.0% accuracy", ["ASMC attains 80.6% exact-match accuracy."]).missing_numbers
+    ('86.0',)
     """
-    def score(label: str) -> float:
-        return math.log(max(probabilities.get(label, 0.0), 1e-12)) + bias.get(label, 0.0)
+    sources, context = list(sources), list(context)
+    known_text = " ".join([*sources, *context])
+    known = content_tokens(known_text) | _DECISION_WORDS
+    numbers = set(number_values(known_text))
+    terms = content_tokens(sentence)
+    coverage = len(terms & known) / len(terms) if terms else 1.0
+    missing_numbers = tuple(n for n in dict.fromkeys(number_values(sentence)) if n not in numbers)
+    names = [*names_in(sentence), *_CAPITALISED.findall(" " + sentence.split(" ", 1)[-1])]
+    missing_names = tuple(n for n in dict.fromkeys(names) if not set(tokenize(n)) <= known)
+    return Check(coverage, missing_numbers, missing_names)
 
-    return max(("yes", "no", "maybe"), key=score)
+
+def written_sentences(text: str, truncated: bool) -> list[tuple[str, list[int]]]:
+    """The model's ``text`` as ``(sentence without markers, evidence numbers it cites (1-based))``, in order;
+    when ``truncated``, an unfinished last sentence is left out."""
+    spans = split_sentences(text)
+    out: list[tuple[str, list[int]]] = []
+    for i, (start, end) in enumerate(spans):
+        raw = text[start:end].strip()
+        if truncated and i == len(spans) - 1 and not re.search(r"[.!?]\W*$|\]\W*$", raw):
+            continue
+        if out and (leading := re.match(rf"^(?:\s*{CITATION_MARKER.pattern})+", raw)):
+            # markers opening a span ("accuracy. [2] It ...") close the sentence before it
+            moved = [n for m in CITATION_MARKER.finditer(leading.group(0)) for n in marker_numbers(m.group(1))]
+            out[-1] = (out[-1][0], out[-1][1] + moved)
+            raw = raw[leading.end():]
+        cited = [n for m in CITATION_MARKER.finditer(raw) for n in marker_numbers(m.group(1))]
+        body = CITATION_MARKER.sub("", raw)
+        body = re.sub(r"\s+([.,;:!?])", r"\1", re.sub(r"\s{2,}", " ", body)).strip().rstrip(".!?;:, ")
+        body = re.sub(r"^(?:answer|a)\s*:\s*", "", body, flags=re.IGNORECASE)
+        if not body and out:  # markers alone after a full stop ("... PairRL. [2]") cite the sentence before
+            out[-1] = (out[-1][0], out[-1][1] + cited)
+        elif len(body.split()) >= 2 and not {w.lower() for w in _WORD.findall(body)} & META_WORDS:
+            out.append((body, cited))
+    return out
+
+
+class Verify:
+    """Check the written sentences against the evidence and keep what is supported (module docstring):
+    ``state.statements``.
+
+    Args:
+        min_support: :data:`MIN_SUPPORT`.
+        max_sentences: the most sentences kept (>= 1).
+
+    Raises:
+        ValueError: ``min_support`` outside ``[0, 1]`` or ``max_sentences`` below 1.
+    """
+
+    name = "verify"
+
+    def __init__(self, min_support: float = MIN_SUPPORT, max_sentences: int = MAX_SENTENCES) -> None:
+        if not 0.0 <= min_support <= 1.0 or max_sentences < 1:
+            raise ValueError(f"min_support must be in [0, 1] and max_sentences >= 1, got {min_support}, {max_sentences}")
+        self.min_support = min_support
+        self.max_sentences = max_sentences
+
+    def run(self, state: AnswerState) -> None:
+        assert state.info is not None
+        evidence = state.evidence
+        texts = [readable(e.text) for e in evidence]
+        labels = [paper_label(e.result.document) for e in evidence]
+        context = [readable(state.info.text), *(label for label in labels if label)]
+        statements: list[Statement] = []
+        closest: list[int] = []  # for each sentence that failed, the evidence sentence most like it
+        for body, cited in written_sentences(state.written, state.truncated):
+            indexes = [i - 1 for i in dict.fromkeys(cited) if 1 <= i <= len(evidence)]
+            support = self._supporting(body, indexes, texts, context, evidence)
+            if support is None:
+                closest.append(max(range(len(evidence)), key=lambda i: (check(body, [texts[i]]).coverage,
+                                                                        evidence[i].score)))
+                continue
+            statements.append(Statement(body, support))
+        if not statements and evidence:
+            best = closest[0] if closest else max(range(len(evidence)), key=lambda i: evidence[i].score)
+            statements.append(Statement(texts[best].rstrip(".!?;:, "), (best,), "extract"))
+        named = [self._named(s, labels) for s in statements]
+        state.statements = list({s.text: s for s in named}.values())[: self.max_sentences]
+
+    def _supporting(
+        self, body: str, indexes: Sequence[int], texts: Sequence[str], context: Sequence[str],
+        evidence: Sequence[Evidence],
+    ) -> tuple[int, ...] | None:
+        """The evidence indexes that support ``body``: its own markers' when they do, else the one evidence
+        sentence (or the sentences of one paper) that does best; ``None`` when nothing does."""
+        if indexes and check(body, [texts[i] for i in indexes], context).supported(self.min_support):
+            return tuple(indexes)
+        candidates: list[tuple[float, tuple[int, ...]]] = []
+        for i in range(len(texts)):
+            result = check(body, [texts[i]], context)
+            if result.supported(self.min_support):
+                candidates.append((result.coverage, (i,)))
+        for doc_id in dict.fromkeys(e.doc_id for e in evidence):
+            group = tuple(i for i, e in enumerate(evidence) if e.doc_id == doc_id)
+            result = check(body, [texts[i] for i in group], context)
+            if len(group) > 1 and result.supported(self.min_support):
+                candidates.append((result.coverage - 0.01, group))  # one sentence is the tighter citation
+        return max(candidates)[1] if candidates else None
+
+    @staticmethod
+    def _named(statement: Statement, labels: Sequence[str | None]) -> Statement:
+        """``statement`` with its subject named when it opens with a pronoun, and its first letter capitalised."""
+        text = statement.text
+        if opens_with_pronoun(text):
+            text = name_subject(text, labels[statement.evidence[0]] or UNNAMED_SUBJECT)
+            origin = "named" if statement.origin == "written" else statement.origin
+            statement = Statement(text, statement.evidence, origin)
+        if text[:1].islower() and text.split(" ", 1)[0].islower():  # not a name such as "mSGD"
+            statement = Statement(text[:1].upper() + text[1:], statement.evidence, statement.origin)
+        return statement

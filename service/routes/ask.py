@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
-from citerag.service.conversation import Standalone, check_history, standalone
+from citerag.service.conversation import Turn, check_history
 from citerag.service.schemas import AskRequest, AskResponse
 from citerag.service.state import Service, ServiceDep
 from citerag.service.streaming import answer_events, event_stream
@@ -25,56 +25,52 @@ def ask(body: AskRequest, request: Request, service: ServiceDep) -> AskResponse 
     """Answer from the top-k passages with checked [n] citations, or abstain.
 
     With ``"stream": true`` (or ``Accept: text/event-stream``) the answer comes as server-sent events:
-    ``passages``, then ``token`` events, then ``answer`` (the checked response). Beyond ``CITERAG_MAX_QUEUE``
-    questions at once: 503 with ``Retry-After``.
+    ``passages``, ``evidence`` (the sentences it is written from), ``token`` events as it is written, then
+    ``answer`` (the checked response). Beyond ``CITERAG_MAX_QUEUE`` questions at once: 503 with ``Retry-After``.
 
     With ``history`` (earlier turns), a follow-up is made standalone first (:mod:`citerag.service.conversation`)
     and ``question_used`` says what was answered; a history over the configured bounds is a 422 at
     ``["body", "history"]``.
     """
     streaming = body.stream or "text/event-stream" in request.headers.get("accept", "")
-    body = body.model_copy(update={"k": body.k or service.default_k})
     turns = [turn.to_turn() for turn in body.history]
     try:
         check_history(turns, service.history_max_turns, service.history_max_chars)
     except ValueError as exc:
         raise RequestValidationError([{"loc": ("body", "history"), "msg": str(exc), "type": "value_error"}]) from exc
-    resolved = standalone(body.question, turns)
-    return answer_or_stream(
-        service, body, resolved, streaming,
-        lambda: answer_events(service.answerer, resolved.question, body.k, body.filters, on_done=service.observe,
-                              keep=resolved.keep, asked=body.question),
-        lambda response: response,
-    )
+    return answer_or_stream(service, body, turns, streaming, lambda response: response)
 
 
 def answer_or_stream(
     service: Service,
     body: AskRequest,
-    resolved: Standalone,
+    history: list[Turn],
     streaming: bool,
-    events: Callable[[], Generator[ServerSentEvent, None, None]],
     render: Callable[[AskResponse], Any],
+    stream: Callable[[Generator[ServerSentEvent, None, None]], Generator[ServerSentEvent, None, None]] = lambda e: e,
 ) -> Any:
-    """Admit the question, then stream ``events()`` or answer ``resolved.question`` (the standalone form of
-    ``body.question``) at once and ``render`` the response; the admission slot is held until the answer or the
-    stream ends (or its client goes away).
+    """Admit the question, then answer ``body.question`` (a follow-up made standalone from ``history``) through the
+    answering pipeline: as a stream of events (passed through ``stream``, e.g. into OpenAI chunks) or at once,
+    ``render``-ing the response. The admission slot is held until the answer or the stream ends (or its client goes
+    away).
 
     Raises:
         Overloaded: ``CITERAG_MAX_QUEUE`` questions are already admitted (503 with ``Retry-After``).
         ModelNotFound: the answering model failed to load (503).
     """
+    k = body.k or service.default_k
     service.gate.enter()
     if streaming:
         try:
-            stream = events()  # waits for the model to load
+            pipeline = service.answerer  # waits for the model to load
+            events = stream(answer_events(pipeline, body.question, k, body.filters, history, on_done=service.observe))
         except BaseException:
             service.gate.leave()
             raise
-        return event_stream(stream, on_close=service.gate.leave)
+        return event_stream(events, on_close=service.gate.leave)
     try:
-        answer = service.answerer.ask(resolved.question, k=body.k, filters=body.filters, keep=resolved.keep)
+        answer = service.answerer.ask(body.question, k=k, filters=body.filters, history=history)
     finally:
         service.gate.leave()
     service.observe(answer)
-    return render(AskResponse.of(answer, asked=body.question))
+    return render(AskResponse.of(answer))

@@ -8,8 +8,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.sse import EventSourceResponse
 from pydantic import ValidationError
 
-from citerag.service.conversation import latest_turns, standalone
-from citerag.service.openai_compat import MODEL_ID, ChatRequest, completion, stream_of
+from citerag.service.conversation import latest_turns
+from citerag.service.openai_compat import MODEL_ID, ChatRequest, completion, completion_chunks
 from citerag.service.routes.ask import answer_or_stream
 from citerag.service.schemas import AskRequest
 from citerag.service.state import ServiceDep
@@ -29,12 +29,7 @@ def openai_chat(body: ChatRequest, service: ServiceDep) -> dict | EventSourceRes
     (see ``service/openai_compat.py``)."""
     request = ask_request(body, service.default_k)
     history = latest_turns(body.history(), service.history_max_turns, service.history_max_chars)
-    resolved = standalone(request.question, history)
-    return answer_or_stream(
-        service, request, resolved, body.stream,
-        lambda: stream_of(service.answerer, resolved, request.question, request.k, on_done=service.observe),
-        completion,
-    )
+    return answer_or_stream(service, request, history, body.stream, completion, completion_chunks)
 
 
 def ask_request(body: ChatRequest, k: int) -> AskRequest:

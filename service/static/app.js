@@ -1,5 +1,5 @@
-// citerag web page: asks POST /ask with "stream": true and renders its server-sent events (passages, token...,
-// answer | error); citations open the cited span inside the full abstract (GET /documents/{id}).
+// citerag web page: asks POST /ask with "stream": true and renders its server-sent events (passages, evidence,
+// token..., answer | error): the evidence shows as soon as it is chosen and the answer grows above it; citations open the cited span inside the full abstract (GET /documents/{id}).
 // The conversation (each turn's question and checked answer) is kept in localStorage and sent as "history", so a
 // follow-up is read with it; "New conversation" forgets it. Nothing is kept on the server.
 // Every piece of document or model text reaches the DOM as text (textContent / append(string)), never as HTML.
@@ -178,11 +178,11 @@ function renderThread(count = thread.length - 1) {
   }));
 }
 
-// The evidence sentences the model chose from; the ones the answer states are marked, each opens its span.
+// The evidence sentences the answer is written from; the ones it rests on are marked, each opens its span.
 function evidenceNodes(evidence) {
   if (!evidence.length) return [];
   const list = el("ol", null, "evidence");
-  list.setAttribute("aria-label", "Evidence the model read");
+  list.setAttribute("aria-label", "Evidence the answer is written from");
   for (const item of evidence) {
     const entry = el("li", null, item.used ? "used" : "");
     const open = el("button", `[${item.n}]`, "cite");
@@ -236,12 +236,17 @@ async function ask(question, mode, k) {
     }
     const history = historyOf(thread);
     const response = await postJson("/ask", { question, k, stream: true, history }, controller.signal);
+    let draft = null; // the answer as it is written, above the evidence it is written from
     for await (const { event, data } of serverSentEvents(response)) {
       if (event === "passages") {
         if (mode === "hybrid") renderSources(data.passages, mode);
-        setState("streaming", "Generating the answer…");
+        setState("streaming", "Choosing the evidence…");
+      } else if (event === "evidence") {
+        draft = el("p", null, "draft");
+        answer.replaceChildren(draft, ...evidenceNodes(data.evidence));
+        setState("streaming", "Writing the answer…");
       } else if (event === "token") {
-        answer.append(data.text);
+        (draft || answer).append(data.text);
       } else if (event === "answer") {
         renderAnswer(data);
         $("asked").replaceChildren(...askedNodes(question, data));

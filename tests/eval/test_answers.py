@@ -6,7 +6,7 @@ import pytest
 
 from citerag.index.search import SearchResult
 from citerag.index.types import Document, Passage
-from citerag.service.answer import Answer, Citation
+from citerag.service.answering import Answer, Citation
 from citerag.eval.answers import judge, summarise
 from citerag.eval.retrieval import DevQuestion
 

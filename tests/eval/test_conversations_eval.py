@@ -6,9 +6,9 @@ from __future__ import annotations
 from citerag.eval.conversations import CONVERSATIONS, load_threads, report, run_threads, summarise
 from citerag.index.ingest import read_corpus
 from citerag.index.text import fold
-from citerag.service.answering.types import Answer, Citation
+from citerag.service.answering import Answer, Citation
 from citerag.service.settings import PROJECT_ROOT
-from tests.service.test_answering import result
+from tests.service.answering.fixed import result
 
 THREADS = [{"id": "gp", "corpus": "icml2026", "turns": [
     {"question": "What does GP-EquiFlow do?", "doc_id": "gp", "expected": ["trajectories"]},

@@ -42,9 +42,10 @@ def test_devset_is_well_formed() -> None:
 
 @pytest.mark.slow
 def test_three_way_evaluation_on_the_devset(seed_settings) -> None:
-    from citerag.service.pipeline import ensure_index, open_retriever
+    from citerag.index.lifecycle import ensure_index
+    from citerag.service.pipeline import index_setup, open_retriever
 
-    retriever = open_retriever(seed_settings, ensure_index(seed_settings, show_progress=False))
+    retriever = open_retriever(seed_settings, ensure_index(index_setup(seed_settings), show_progress=False))
     results = evaluate_devset(retriever, load_devset(ROOT / "eval" / "devset.jsonl"))
     assert set(results["modes"]) == {"bm25", "dense", "hybrid"}
     for mode, metrics in results["modes"].items():

@@ -13,8 +13,9 @@ from citerag.index.build import passage_texts
 from citerag.index.chunking import Chunker
 from citerag.index.ingest import load_documents
 from citerag.index.retrieve import Retriever
-from citerag.service.models import onnx_int8_model
-from citerag.service.pipeline import ensure_index, load_embedder
+from citerag.service.model_files import onnx_int8_model
+from citerag.index.lifecycle import ensure_index
+from citerag.service.pipeline import index_setup, load_embedder
 from tests.conftest import EDEN, SEEDS
 
 pytestmark = pytest.mark.slow
@@ -76,7 +77,7 @@ class TestOnnxEmbedder:
 def test_an_onnx_index_records_its_backend_and_is_not_searched_with_torch_vectors(
     onnx_settings, settings_factory
 ) -> None:
-    index = ensure_index(onnx_settings, show_progress=False)
+    index = ensure_index(index_setup(onnx_settings), show_progress=False)
     assert index.config.embedding_model == "all-MiniLM-L6-v2+onnx-int8"
     retriever = Retriever(index, load_embedder(onnx_settings))
     top = retriever.search("How many parameters does the largest metagenomic foundation model have?", k=3)

@@ -9,7 +9,7 @@ import pytest
 from citerag.index.chunking import Chunker
 from citerag.index.embed_onnx import FastTokenizer
 from citerag.index.ingest import load_documents
-from citerag.service.models import embedding_model_dir
+from citerag.service.model_files import embedding_model_dir
 from tests.conftest import SEEDS
 
 TEXTS = [

@@ -3,8 +3,8 @@
 
 ``_reference_search`` is a frozen copy of ``Retriever.search`` and the steps it called before the change (tokenising
 with the markup passes always run, bm25s's ``get_scores``, ``top_k_hits``, FAISS with an ``IDSelectorBatch``, fusion
-in Python dicts, ``select_hits`` and ``search_results``), kept here as the reference; the comparison runs over real
-seed abstracts (real chunker, BM25 and FAISS; the hash stand-in encoder), every mode, fusion and BM25 variant,
+in Python dicts, the selection and the results over ``Hit`` lists), kept here as the reference; the comparison runs
+over real seed abstracts (real chunker, BM25 and FAISS; the hash stand-in encoder), every mode, fusion and BM25 variant,
 flat and HNSW, with and without filters and one passage per document.
 """
 
@@ -27,7 +27,7 @@ from citerag.index.filters import passage_mask
 from citerag.index.ingest import load_documents
 from citerag.index.search import SearchResult, candidate_depth, fusion_depth
 from citerag.index.text import fold
-from citerag.index.types import Hit
+from citerag.index.types import Hit, Ranking
 from tests.conftest import SCRIPTS, SEEDS, StandInIndex
 
 # --- the reference: the code as it was -----------------------------------------------------------------------------
@@ -271,10 +271,12 @@ def test_search_returns_what_the_hit_list_search_returned(retrievers, name: str,
     assert compared > 100  # the comparison saw results, not only empty lists
 
 
-def test_the_hit_list_forms_return_what_they_returned(retrievers) -> None:
-    """search.py's and fusion.py's ``Hit`` functions (the Milvus backend's) are now adapters over the array forms."""
+def test_fusion_selection_and_results_return_what_the_python_sums_give(retrievers) -> None:
+    """fusion.py's and search.py's one form (over :class:`Ranking` arrays, what every backend runs) against the
+    reference's sums made one hit at a time in Python dicts, on real candidate lists: the same rows and the same
+    float64 scores (RRF with k = 60 and 1-based ranks, min-max weighted, BM25 over its bound plus cosine)."""
     from citerag.index.fusion import bounded_score_fusion, reciprocal_rank_fusion, weighted_score_fusion
-    from citerag.index.search import search_results, select_hits
+    from citerag.index.search import search_results, select_top
 
     retriever = retrievers["lucene-flat"]
     index = retriever.index
@@ -284,22 +286,25 @@ def test_the_hit_list_forms_return_what_they_returned(retrievers) -> None:
         dense = retriever.dense_hits(query, 30)
         assert bm25 == _old_bm25_search(index.bm25, _old_tokenize(query), 30, None)
         assert dense == _old_dense_search(index.dense, retriever.embedder.encode([fold(query)])[0], 30, None)
+        runs = [Ranking.of(bm25), Ranking.of(dense)]
         for top_k in (1, 10, 100):
-            assert bounded_score_fusion(bm25, dense, 7.5, (0.3, 0.7), top_k) == _old_bounded(bm25, dense, 7.5,
-                                                                                          (0.3, 0.7), top_k)
-            assert reciprocal_rank_fusion([bm25, dense], 60, top_k) == _old_rrf([bm25, dense], 60, top_k)
-            assert weighted_score_fusion([bm25, dense], (0.5, 0.5), top_k) == _old_weighted([bm25, dense],
-                                                                                         (0.5, 0.5), top_k)
-        ranked = reciprocal_rank_fusion([bm25, dense], 60, 60)
+            assert bounded_score_fusion(*runs, 7.5, (0.3, 0.7), top_k).hits() == _old_bounded(bm25, dense, 7.5,
+                                                                                             (0.3, 0.7), top_k)
+            assert reciprocal_rank_fusion(runs, 60, top_k).hits() == _old_rrf([bm25, dense], 60, top_k)
+            assert weighted_score_fusion(runs, (0.5, 0.5), top_k).hits() == _old_weighted([bm25, dense],
+                                                                                        (0.5, 0.5), top_k)
+        ranked = reciprocal_rank_fusion(runs, 60, 60)
         for one_per_doc in (False, True):
-            chosen = select_hits(ranked, index.passages, 5, one_per_doc)
-            _same(search_results(chosen, bm25, dense, index.passages, index.documents),
-                  _old_search_results(chosen, bm25, dense, index.passages, index.documents))
+            chosen = select_top(ranked, index.passages, 5, one_per_doc)
+            _same(search_results(chosen, *runs, index.passages, index.documents),
+                  _old_search_results(chosen.hits(), bm25, dense, index.passages, index.documents))
         # a row listed twice in a run (no engine here returns one): the later place counts, as the dict kept it
         doubled = bm25 + [bm25[int(rng.integers(len(bm25)))]] if bm25 else []
-        _same(search_results(ranked[:10], doubled, dense, index.passages, index.documents),
-              _old_search_results(ranked[:10], doubled, dense, index.passages, index.documents))
-        assert reciprocal_rank_fusion([doubled, dense], 60, 50) == _old_rrf([doubled, dense], 60, 50)
+        top10 = ranked.take(slice(10))
+        _same(search_results(top10, Ranking.of(doubled), runs[1], index.passages, index.documents),
+              _old_search_results(top10.hits(), doubled, dense, index.passages, index.documents))
+        assert reciprocal_rank_fusion([Ranking.of(doubled), runs[1]], 60, 50).hits() == _old_rrf([doubled, dense],
+                                                                                                 60, 50)
 
 
 def test_the_sampled_bm25_top_k_is_the_full_top_k() -> None:

@@ -19,7 +19,7 @@ from citerag.index.tables import (
     open_table,
     write_table,
 )
-from citerag.index.search import ranking_results
+from citerag.index.search import search_results
 from citerag.index.types import Document, Passage, Ranking
 
 DOCS = [
@@ -87,8 +87,8 @@ def test_search_results_over_the_tables_read_rows_on_access(tmp_path: Path) -> N
     chosen = Ranking(np.array([2, 0, 1]), np.array([0.9, 0.5, 0.25]))
     bm25 = Ranking(np.array([0, 2]), np.array([3.5, 1.25], dtype=np.float32))
     dense = Ranking(np.array([1]), np.array([0.75], dtype=np.float32))
-    read = ranking_results(chosen, bm25, dense, passages, documents)
-    held = ranking_results(chosen, bm25, dense, PASSAGES, {d.doc_id: d for d in DOCS})
+    read = search_results(chosen, bm25, dense, passages, documents)
+    held = search_results(chosen, bm25, dense, PASSAGES, {d.doc_id: d for d in DOCS})
     assert [r.label for r in read] == ["BRCA1 variants", "Équivariant flows", "Équivariant flows"]
     assert read == held and [r.passage for r in read] == [PASSAGES[2], PASSAGES[0], PASSAGES[1]]
     assert [(r.rank, r.bm25_rank, r.dense_rank, r.bm25_score, r.dense_score) for r in read] == [
@@ -99,7 +99,7 @@ def test_search_results_over_the_tables_read_rows_on_access(tmp_path: Path) -> N
 
 def test_a_search_result_is_immutable_and_replaced_by_copy(tmp_path: Path) -> None:
     documents, passages = _written(tmp_path)
-    result = ranking_results(Ranking(np.array([1]), np.array([0.5])), Ranking.empty(), Ranking.empty(),
+    result = search_results(Ranking(np.array([1]), np.array([0.5])), Ranking.empty(), Ranking.empty(),
                              passages, documents)[0]
     moved = result.replace(rank=4)
     assert (moved.rank, moved.passage, moved.document, result.rank) == (4, PASSAGES[1], DOCS[0], 1)
@@ -114,7 +114,7 @@ def test_threads_reading_one_result_list_read_the_same_values(tmp_path: Path) ->
     documents, passages = _written(tmp_path)
     chosen = Ranking(np.array([2, 0, 1]), np.array([0.9, 0.5, 0.25]))
     for _ in range(20):  # a fresh list each time: every thread may be the first to read it
-        results = ranking_results(chosen, Ranking.empty(), Ranking.empty(), passages, documents)
+        results = search_results(chosen, Ranking.empty(), Ranking.empty(), passages, documents)
         with ThreadPoolExecutor(4) as pool:
             reads = list(pool.map(lambda _: [(r.passage, r.label, r.document) for r in results], range(8)))
         assert all(read == [(PASSAGES[2], DOCS[1].label, DOCS[1]), (PASSAGES[0], DOCS[0].label, DOCS[0]),

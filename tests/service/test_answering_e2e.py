@@ -41,7 +41,8 @@ def small_corpus(folder: Path, doc_ids: set[str], extra: int, out: Path) -> Path
 def answer_with(settings_factory, tmp_path_factory):
     if not BENCHMARKS.is_dir():
         pytest.skip(f"{BENCHMARKS} is absent (the shared benchmarks are beside the checkout in CI)")
-    from citerag.service.pipeline import ensure_index, open_answerer, open_retriever
+    from citerag.index.lifecycle import ensure_index
+    from citerag.service.pipeline import index_setup, open_answerer, open_retriever
 
     def make(name: str, qids: list[str], distractors: list[str] | int):
         bench = load_qa(BENCHMARKS / name)
@@ -51,7 +52,8 @@ def answer_with(settings_factory, tmp_path_factory):
         docs |= set(distractors) if not isinstance(distractors, int) else set()
         corpus = small_corpus(BENCHMARKS / name, docs, extra, tmp_path_factory.mktemp(name) / "corpus.jsonl")
         settings = settings_factory(corpus=[corpus])
-        answerer = open_answerer(settings, open_retriever(settings, ensure_index(settings, show_progress=False)))
+        index = ensure_index(index_setup(settings), show_progress=False)
+        answerer = open_answerer(settings, open_retriever(settings, index))
         return answerer, questions
 
     return make

@@ -14,8 +14,8 @@ from citerag.index.chunking import model_text
 from citerag.index.ingest import load_documents
 from citerag.index.store import IndexStore
 from citerag.index.tokenize import tokenize
-from citerag.service.answer import NOT_FOUND
-from citerag.service.pipeline import EMPTY_INDEX
+from citerag.service.answering import NOT_FOUND
+from citerag.index.lifecycle import EMPTY_INDEX
 from tests.conftest import EDEN, SCRIPTS, SEEDS
 
 pytestmark = pytest.mark.slow

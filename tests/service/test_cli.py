@@ -126,7 +126,7 @@ def test_doctor_names_the_missing_model_package(monkeypatch, tmp_path) -> None:
             raise ImportError(name)
         return real(name, *args, **kwargs)
 
-    monkeypatch.setattr("citerag.service.models.importlib.import_module", without_part7)
+    monkeypatch.setattr("citerag.service.model_files.importlib.import_module", without_part7)
     monkeypatch.setenv("CITERAG_CACHE_DIR", str(tmp_path / "cache"))  # nothing assembled yet
     result = runner.invoke(app, ["doctor", "--index-dir", str(tmp_path / "none")])
     assert result.exit_code == 1

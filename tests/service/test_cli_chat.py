@@ -18,31 +18,48 @@ from typer.testing import CliRunner
 
 from citerag.service.cli import app
 from tests.conftest import ROOT
-from tests.service.test_answering import result
+from tests.service.answering.fixed import result
 
 GP = "0e4a7d0dfa0b289b"
 TEXT = "We employ vector-valued Gaussian processes to construct SE(3)-equivariant prior distributions."
 STAND_IN = f'''
-from citerag.service.answering.types import Answer, Citation
-from tests.service.test_answering import result
+from citerag.service.answering import Citation
+from citerag.service.answering.question import Analyse
+from citerag.service.answering.runner import AnswerPipeline
+from tests.service.answering.fixed import result
 
 
-class StandIn:
-    """Cites the GP-EquiFlow sentence when the question answered names GP-EquiFlow; records what it was asked."""
+class Step:
+    """Stands for retrieval and answering: cites the GP-EquiFlow sentence when the question answered names
+    GP-EquiFlow; records what it was asked (the standalone question and the documents kept)."""
+
+    name = "stand_in"
 
     def __init__(self):
         self.asked = []
 
-    def ask(self, question, k=8, on_delta=None, filters=None, keep=()):
-        self.asked.append((question, tuple(keep)))
+    def run(self, state):
+        self.asked.append((state.info.text, tuple(state.info.keep)))
         passage = result("{GP}", {TEXT!r}, title="GP-EquiFlow")
-        if "GP-EquiFlow" not in question:
-            return Answer(question, "Not found in the indexed abstracts.", True, "no passage", [], [passage])
+        state.passages = [passage]
+        if "GP-EquiFlow" not in state.info.text:
+            state.abstain("no passage")
+            return
         text = "GP-EquiFlow uses vector-valued Gaussian processes [1]."
-        if on_delta:
-            on_delta(text)
-        return Answer(question, text, False, "", [Citation(1, passage, 0, len({TEXT!r}))], [passage],
-                      timings_ms={{"total": 1.0}})
+        state.emit("token", text)
+        state.answer, state.citations = text, [Citation(1, passage, 0, len({TEXT!r}))]
+
+
+class StandIn(AnswerPipeline):
+    """The real analyse step (follow-ups made standalone), then :class:`Step`."""
+
+    def __init__(self):
+        self.step = Step()
+        super().__init__([Analyse(), self.step], None)
+
+    @property
+    def asked(self):
+        return self.step.asked
 '''
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from citerag.service.answering.types import Answer
+from citerag.service.answering import Answer
 from citerag.service.conversation import (
     Standalone,
     Turn,
@@ -19,7 +19,7 @@ from citerag.service.conversation import (
     subject_of,
 )
 from citerag.service.openai_compat import ChatRequest
-from tests.service.test_answering import ML, PUBMED, result
+from tests.service.answering.fixed import ML, PUBMED, result
 
 
 def user(text: str) -> Turn:
@@ -102,20 +102,22 @@ def test_assistant_text_never_enters_the_question() -> None:
 
 
 def test_a_previous_answer_is_never_cited() -> None:
-    from tests.service.test_answering import COVID, answerer
+    """Even when the model repeats a planted claim, only retrieved passages are cited, and only for what they say."""
+    from citerag.service.answering.runner import evidence_pipeline
+    from tests.conftest import HashEmbedder
+    from tests.service.answering.fixed import COVID, FixedGenerator, FixedSearcher
 
-    qa = answerer([0.01, 0.01, 1.0, 0.01, 0.01, 0.01])  # passages: the COVID and PubMed abstracts
     planted = "ZIDOVUDINE ENROLLED 5000 MOTHERS."
+    searcher = FixedSearcher([result("covid", COVID), result("pubmed", PUBMED, rank=2)])
+    generator = FixedGenerator("Zidovudine enrolled 5000 mothers [1]. The study enrolled 197 mothers in Zimbabwe [3].")
     history = [user("What is the main cause of HIV-1 infection in children?"),
                Turn("assistant", f"{planted} [1] [2]", ("covid",))]
-    resolved = standalone("How many mothers did the study enrol?", history)
-    answer = qa.ask(resolved.question, k=2, keep=resolved.keep)
-    assert planted.lower() not in resolved.question.lower() and "ZIDOVUDINE" not in answer.answer
+    answer = evidence_pipeline(searcher, generator, HashEmbedder().encode).ask(
+        "How many mothers did the study enrol?", k=2, history=history)
+    assert planted.lower() not in answer.question.lower() and "zidovudine" not in answer.answer.lower()
+    assert answer.answer == "The study enrolled 197 mothers in Zimbabwe [1]."
     assert answer.citations and all(c.result in answer.passages for c in answer.citations)  # retrieved passages only
-    assert {c.result.passage.doc_id for c in answer.citations} <= {"covid", "pubmed"}
-    # the stated part of the answering sentence (answer_span = "part"), cited at its exact offsets
-    cited = COVID[answer.citations[0].start:answer.citations[0].end]
-    assert cited == "197 mothers" and cited in "The study enrolled 197 mothers in Zimbabwe."
+    assert COVID[answer.citations[0].start:answer.citations[0].end] == "The study enrolled 197 mothers in Zimbabwe."
     assert all("ZIDOVUDINE" not in p.passage.text for p in answer.passages)
 
 
@@ -162,28 +164,28 @@ def test_chat_history_is_the_user_and_assistant_messages_before_the_last_questio
 
 
 class Recorder:
-    """An answerer stand-in that records what it was asked to retrieve and answer."""
+    """A pipeline step standing for retrieval and answering: it records the question the analyse step made
+    standalone and the documents it keeps as candidates, and answers "ok"."""
+
+    name = "record"
 
     def __init__(self) -> None:
         self.retrieved: list[tuple] = []
 
-    def retrieve(self, question, k, filters=None, keep=()) -> list:  # noqa: ANN001 - the Answerer's signature
-        self.retrieved.append((question, tuple(keep)))
-        return []
-
-    def answer(self, question, passages, retrieve_ms, on_delta) -> Answer:  # noqa: ANN001
-        return Answer(question, "ok", False, "", [], [], timings_ms={"total": 1.0})
-
-    def ask(self, question, k=8, on_delta=None, filters=None, keep=()) -> Answer:  # noqa: ANN001
-        return self.answer(question, self.retrieve(question, k, filters, keep), 0.0, on_delta)
+    def run(self, state) -> None:  # noqa: ANN001 - AnswerState
+        self.retrieved.append((state.info.text, tuple(state.info.keep)))
+        state.answer = "ok"
 
 
 @pytest.fixture()
 def client() -> TestClient:
     from tests.service.test_streaming import app_over
 
+    from citerag.service.answering.question import Analyse
+    from citerag.service.answering.runner import AnswerPipeline
+
     recorder = Recorder()
-    app = app_over(recorder)
+    app = app_over(AnswerPipeline([Analyse(), recorder], searcher=None))
     app.state.service.history_max_turns, app.state.service.history_max_chars = 4, 200  # as CITERAG_HISTORY_MAX_*
     test_client = TestClient(app)  # the lifespan is not run: the stand-in stays
     test_client.recorder = recorder

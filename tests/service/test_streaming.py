@@ -14,26 +14,26 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from citerag.service.answering.types import Answer
+from citerag.service.answering import Answer
 from citerag.service.schemas import AskResponse
 from citerag.service.state import AdmissionGate, AnswererLoader, Service, WriteGuard
 from tests.conftest import serving
 
 
 class StandIn:
-    """Retrieves nothing and streams ``tokens`` (then, when ``endless``, more until told to stop)."""
+    """An answering pipeline that retrieves nothing, chooses no evidence and streams ``tokens`` (then, when
+    ``endless``, more until told to stop)."""
 
     def __init__(self, tokens: list[str], fail: bool = False, endless: bool = False) -> None:
         self.tokens, self.fail, self.endless = tokens, fail, endless
         self.stopped = threading.Event()
 
-    def retrieve(self, question: str, k: int, filters=None, keep=()) -> list:  # noqa: ANN001 - the Answerer's signature
-        return []
-
-    def answer(self, question: str, passages: list, retrieve_ms: float, on_delta) -> Answer:  # noqa: ANN001
+    def ask(self, question, k=None, filters=None, history=(), on_event=None, keep=()) -> Answer:  # noqa: ANN001
+        on_event("passages", [])
+        on_event("evidence", [])
         tokens = iter(self.tokens) if not self.endless else (f"t{i} " for i in range(100_000))
         for token in tokens:
-            if on_delta(token):
+            if on_event("token", token):
                 self.stopped.set()
                 break
             if self.endless:
@@ -79,6 +79,7 @@ def test_ask_streams_one_event_line_and_one_data_line_per_event(client_over) -> 
     final = AskResponse.of(Answer("q?", "Héllo [1]", False, "", [], [], timings_ms={"total": 1.0})).model_dump()
     assert response.text == (
         'event: passages\ndata: {"passages": []}\n\n'
+        'event: evidence\ndata: {"evidence": []}\n\n'
         'event: token\ndata: {"text": "Hé"}\n\n'
         'event: token\ndata: {"text": "llo [1]"}\n\n'
         f"event: answer\ndata: {json.dumps(final, ensure_ascii=False)}\n\n"
@@ -89,7 +90,7 @@ def test_ask_streams_one_event_line_and_one_data_line_per_event(client_over) -> 
 def test_a_failed_generation_ends_the_stream_with_an_error_event(client_over) -> None:
     client = client_over(StandIn(["x"], fail=True))
     response = client.post("/ask", json={"question": "q?"}, headers={"accept": "text/event-stream"})
-    assert response.text.endswith('event: error\ndata: {"detail": "generation failed: the model broke"}\n\n')
+    assert response.text.endswith('event: error\ndata: {"detail": "answering failed: the model broke"}\n\n')
     assert client.app.state.service.gate.admitted == 0
 
 
@@ -115,7 +116,7 @@ def test_a_client_that_goes_away_frees_its_slot_and_stops_the_model() -> None:
         with serving(app, lifespan="off") as url, httpx.Client(base_url=url) as client:
             with client.stream("POST", "/ask", json={"question": "q?", "stream": True}) as response:
                 lines = response.iter_lines()
-                assert [next(lines) for _ in range(5)][3:] == ["event: token", 'data: {"text": "t0 "}']
+                assert [next(lines) for _ in range(8)][6:] == ["event: token", 'data: {"text": "t0 "}']
                 assert gate.admitted == 1
             deadline = time.monotonic() + 30
             while (gate.admitted or not answerer.stopped.is_set()) and time.monotonic() < deadline:

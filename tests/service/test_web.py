@@ -183,32 +183,30 @@ def test_document_markup_is_shown_as_text_never_run(page: Page, hostile_server: 
     assert page.evaluate("window.__pwned") is None
 
 
-class EchoAnswerer:
-    """A stand-in answerer (no index, no model): answers "Answer to: <question answered>" from no passages and
-    records the documents it was asked to keep."""
+class EchoStep:
+    """Stands for retrieval and answering (no index, no model): answers "Answer to: <question answered>" from no
+    passages, streams it, and records the documents the analyse step kept for a follow-up."""
+
+    name = "echo"
 
     def __init__(self) -> None:
         self.kept: list[tuple[str, ...]] = []
 
-    def retrieve(self, question, k, filters=None, keep=()) -> list:  # noqa: ANN001 - the Answerer's signature
-        self.kept.append(tuple(keep))
-        return []
-
-    def answer(self, question, passages, retrieve_ms, on_delta):  # noqa: ANN001, ANN201
-        from citerag.service.answering.types import Answer
-
-        text = f"Answer to: {question}"
-        on_delta(text)
-        return Answer(question, text, False, "", [], [], timings_ms={"total": 1.0})
+    def run(self, state) -> None:  # noqa: ANN001 - AnswerState
+        self.kept.append(tuple(state.info.keep))
+        state.answer = f"Answer to: {state.info.text}"
+        state.emit("token", state.answer)
 
 
 @pytest.fixture(scope="module")
-def echo_server() -> Iterator[tuple[str, EchoAnswerer]]:
+def echo_server() -> Iterator[tuple[str, EchoStep]]:
+    from citerag.service.answering.question import Analyse
+    from citerag.service.answering.runner import AnswerPipeline
     from tests.service.test_streaming import app_over
 
-    answerer = EchoAnswerer()
-    with serving(app_over(answerer), lifespan="off") as url:
-        yield url, answerer
+    step = EchoStep()
+    with serving(app_over(AnswerPipeline([Analyse(), step], searcher=None)), lifespan="off") as url:
+        yield url, step
 
 
 def ask_on_page(page: Page, question: str) -> dict:

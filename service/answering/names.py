@@ -1,0 +1,139 @@
+"""What papers and questions call things: the name an abstract coins for its method (:func:`coined_name`), the
+name-shaped tokens of a text (:func:`names_in`), the label an answer gives a paper (:func:`paper_label`), and the
+retrieved documents a question names (:func:`named_documents`).
+
+The corpus's abstracts have no titles, so the name an abstract introduces ("We propose LU-KV, a ...") is what a
+reader calls the paper. A name-shaped token is one with a capital after its first letter or a digit (``EDEN``,
+``LU-KV``, ``GP-EquiFlow``, ``V₁``, ``XR-1``); whether it is *the paper's* name is decided by where it stands: set
+off as a name (before a comma, a bracket or a colon, or after "called"), not used as a modifier of the next word
+("a VLA model", "the KV cache").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+
+from citerag.index.search import SearchResult
+from citerag.index.text import fold, readable
+from citerag.index.types import Document
+from citerag.service.answering.language import FUNCTION_WORDS
+
+# A name-shaped token: a capital after its first letter or a digit, possibly hyphenated (EDEN, LU-KV, V1, XR-1).
+_NAME = r"[A-Za-z][\w]*(?:[-–][\w]+)*"
+_COINED = re.compile(rf"(?<![\w-])(?=[\w-]*?[A-Za-z][\w-]*?[A-Z0-9\u2080-\u2089])({_NAME})(?![\w-])")
+_INTRODUCED = re.compile(
+    r"\b(?:we|this (?:paper|work)|here)\s+(?:\w+\s+){0,4}?(?:propos|introduc|present|develop|design|call|name|dub|"
+    r"term|establish|construct|build|release|creat)\w*\b([^.;:]{0,120})|\b(?:called|named|dubbed|termed)\s+([^.;:]{0,60})",
+    re.IGNORECASE,
+)
+# A capitalised word right after the introducing verb and set off as a name: "we propose Quill (", "We introduce
+# Vesta, a ...".
+_INTRODUCED_WORD = re.compile(r"^\s*(?:the |our |an? )?([A-Z][a-z]{2,})(?=\s*[,(:]|\s+an?\s)")
+# What follows a token used as a modifier, not a name: a lower-case word ("VLA model", "KV cache", "LLM-based").
+_NEXT_WORD = re.compile(r"^(?:[-–]|\s+)([a-z]\w*)")
+# A plural acronym is a common noun ("LLMs", "GPUs", "MLPs"), not a coined name.
+_PLURAL_ACRONYM = re.compile(r"[A-Z]{2,}s")
+
+
+def _modifier(following: str) -> bool:
+    """Whether a token followed by ``following`` modifies the next word: a lower-case content word follows."""
+    word = _NEXT_WORD.match(following)
+    return word is not None and word.group(1) not in FUNCTION_WORDS
+
+
+def _own_part(candidate: str) -> bool:
+    """A name-shaped token with a part of its own: more than one character, and not one capitalised part plus
+    lower-case words ("LLM-free")."""
+    parts = re.split(r"[-–]", candidate)
+    return len(candidate) > 1 and bool(_COINED.fullmatch(candidate)) and any(not p.islower() for p in parts) \
+        and not _PLURAL_ACRONYM.fullmatch(candidate) \
+        and not (len(parts) > 1 and sum(not p.islower() for p in parts) == 1 and not parts[-1][:1].isupper()
+                 and not parts[-1].isdigit())
+
+
+@lru_cache(maxsize=4096)
+def coined_name(text: str) -> str | None:
+    """The name an abstract coins for its method, model or benchmark, or ``None``: in the words after "we propose
+    / introduce / present ..." or "called / named ...", an abbreviation in brackets ("... Optimization (PMDO)"),
+    else the first name-shaped token not used as a modifier of the next word, else a capitalised word set off as a
+    name ("we propose Quill (...)").
+
+    >>> coined_name("Long contexts are costly. We propose LU-KV, a KV cache eviction method.")
+    'LU-KV'
+    >>> coined_name("We introduce a VLA model, XR-1, trained on many robots.")
+    'XR-1'
+    """
+    folded = fold(text)
+    for match in _INTRODUCED.finditer(folded):
+        span = match.group(1) or match.group(2) or ""
+        for abbreviation in re.finditer(r"\(([^()\s]+)\)", span):
+            if _own_part(abbreviation.group(1)):
+                return abbreviation.group(1)
+        for candidate in _COINED.finditer(span):
+            if _own_part(candidate.group(1)) and not _modifier(span[candidate.end():]):
+                return candidate.group(1)
+        if match.group(1) and (word := _INTRODUCED_WORD.match(match.group(1))):
+            return word.group(1)
+    return None
+
+
+def names_in(text: str) -> list[str]:
+    """The name-shaped tokens of ``text`` in order (``V₁`` read as ``V1``), one-letter tokens and modifier-only
+    compounds ("LLM-free") left out.
+
+    >>> names_in("Does LU-KV beat an LLM-free baseline on GPT-4 outputs?")
+    ['LU-KV', 'GPT-4']
+    """
+    return [candidate for candidate in _COINED.findall(fold(text)) if _own_part(candidate)]
+
+
+def paper_label(document: Document) -> str | None:
+    """What an answer may call ``document``: its title (readable, brackets made round so they cannot read as
+    citation markers), else the name its abstract coins (:func:`coined_name`), else ``None``."""
+    if document.title.strip():
+        return readable(document.title).replace("[", "(").replace("]", ")")
+    return coined_name(document.text)
+
+
+def question_names(question: str) -> list[str]:
+    """The names ``question`` mentions, in order: name-shaped tokens (:func:`names_in`) and runs of two or more
+    capitalised words after its first word ("Error Encoding Networks", "Critique Fine-Tuning").
+
+    >>> question_names("How do SV2P and Error Encoding Networks each model uncertainty?")
+    ['SV2P', 'Error Encoding Networks']
+    """
+    folded = fold(question)
+    found = [(folded.find(name), name) for name in dict.fromkeys(names_in(folded))]
+    words = list(re.finditer(r"[^\s,;:?!()]+", folded))
+    run: list[re.Match[str]] = []
+    for match in [*words[1:], None]:
+        if match is not None and match.group(0)[0].isupper() and not match.group(0).isupper():
+            run.append(match)
+            continue
+        if len(run) >= 2:
+            found.append((run[0].start(), " ".join(m.group(0) for m in run)))
+        run = []
+    names: list[str] = []
+    for _, name in sorted(found):
+        if not any(name in other or other in name for other in names):
+            names.append(name)
+    return names
+
+
+def named_documents(names: Sequence[str], passages: Sequence[SearchResult]) -> list[str]:
+    """The retrieved documents that ``names`` (a question's, :func:`question_names`) name, in the order named: a
+    name names the best-ranked document called so, by its title (the name in it as whole words, case ignored) or
+    by the name its abstract coins. A name a paper only mentions ("HIV-1") names none."""
+    docs: list[str] = []
+    for name in names:
+        pattern = re.compile(rf"(?<!\w){re.escape(name.lower())}(?!\w)")
+        for result in passages:
+            document = result.document
+            coined = coined_name(document.text)
+            if pattern.search(fold(document.title).lower()) or (coined and coined.lower() == fold(name).lower()):
+                if document.doc_id not in docs:
+                    docs.append(document.doc_id)
+                break
+    return docs

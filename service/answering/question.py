@@ -1,0 +1,187 @@
+"""Question analysis, done once per question: its kind, the names it mentions, its content terms, and whether
+it refers back to an earlier turn (:class:`QuestionInfo`, made by :func:`analyse`).
+
+Kinds (checked in this order):
+
+* ``yes_no``: a polar question (:func:`is_yes_no`): its answer opens with the decision;
+* ``which_papers``: "Which papers/studies ...?" (:func:`asks_which_papers`): its answer names every paper;
+* ``comparison``: it names two or more things, or asks to compare ("How do A and B differ?");
+* ``number``: it asks for a quantity or a date ("How many ...", "What percentage ...", "When ...");
+* ``definition``: "What is X?" / "What are X?" with nothing more asked;
+* ``fact``: anything else.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from citerag.index.text import fold
+from citerag.index.tokenize import tokenize
+from citerag.service.answering.language import AUXILIARIES, FUNCTION_WORDS, IMPERATIVES, WH_WORDS
+from citerag.service.answering.names import question_names
+from citerag.service.conversation import Standalone, Turn, standalone
+
+QuestionKind = Literal["yes_no", "which_papers", "comparison", "number", "definition", "fact"]
+
+_AUXILIARY = re.compile(rf"^\s*(?:{'|'.join(AUXILIARIES)})\b", re.IGNORECASE)
+_ALTERNATIVE = re.compile(r"\bor\b", re.IGNORECASE)
+_WH_WORD = re.compile(rf"\b(?:{'|'.join(WH_WORDS)})\b", re.IGNORECASE)
+_IMPERATIVE = re.compile(rf"^\s*(?:{'|'.join(IMPERATIVES)})\b", re.IGNORECASE)
+# A clause boundary inside a question: a colon, or a full stop before a capital that does not end a one-letter
+# abbreviation ("Metered-dose inhalers. Do ...?" splits; "U.S. adults" does not).
+_CLAUSE = re.compile(r":\s+|(?<![\s.][A-Z])\.\s+(?=[A-Z])")
+_WHICH_PAPERS = re.compile(
+    r"^\s*(?:(?:in|from) )?which (?:of the )?(?:papers?|abstracts?|works?|stud(?:y|ies)|articles?|methods)\b"
+    r"|^\s*what (?:papers|abstracts|works|studies|articles)\b|^\s*(?:list|name) (?:the |all )?(?:papers|studies)\b",
+    re.IGNORECASE,
+)
+_COMPARE = re.compile(r"\b(?:compare[sd]?|comparison|differ(?:s|ence|ences)?|versus|vs\.?)\b", re.IGNORECASE)
+# Quantity questions: "how" + a degree word, or "what/which" + a generic measure noun ("what percentage").
+_QUANTITY = re.compile(
+    r"\bhow (?:many|much|long|old|often|large|big|high|low|far|fast|small)\b"
+    r"|\b(?:what|which) (?:is |was |are |were )?(?:the )?(?:percentage|percent|proportion|fraction|number|share|"
+    r"rate|ratio|amount|size|count|accuracy|speed-?up|score)\b"
+    r"|^\s*(?:when|(?:in )?(?:what|which) (?:year|date|month))\b",
+    re.IGNORECASE,
+)
+_DEFINITION = re.compile(r"^\s*what (?:is|are) (?:an? |the )?(?P<subject>[^?,;]{1,80}?)\s*\??\s*$", re.IGNORECASE)
+
+
+def is_yes_no(question: str) -> bool:
+    """True for a polar question, one that offers no alternatives ("Is A or B better?" is not yes/no) and either
+
+    * opens, or its last clause after a colon or full stop opens, with an auxiliary verb ("Does ...", "Is ...",
+      "Double balloon enteroscopy: is it safe?"), or its main clause after a leading subordinate one does ("When
+      filters are removed, are sparse libraries needed?"), or
+    * is a verbless or declarative question with no wh-word and no imperative ("CA 19-9: a contraindication?"):
+      English asks those for a yes or a no.
+
+    >>> is_yes_no("Does aspirin reduce stroke risk?"), is_yes_no("Is A or B faster?"), is_yes_no("What is A?")
+    (True, False, False)
+    >>> is_yes_no("Metered-dose inhalers. Do providers know what to teach?"), is_yes_no("CA 19-9: a contraindication?")
+    (True, True)
+    >>> is_yes_no("Has use by U.S. adults changed?"), is_yes_no("List the trials of remdesivir?")
+    (True, False)
+    >>> is_yes_no("When filters are removed, are sparse libraries needed?"), is_yes_no("With X, what were Y, were Z?")
+    (True, False)
+    """
+    question = question.strip()
+    clause = _CLAUSE.split(question)[-1]
+    if _ALTERNATIVE.search(clause):
+        return False
+    if _AUXILIARY.match(clause):
+        return True
+    opening = _WH_WORD.match(question)
+    rest = question[opening.end():] if opening else question
+    main = re.split(r",\s+", question)[-1]
+    if _AUXILIARY.match(main) and not _ALTERNATIVE.search(main) and not _WH_WORD.search(rest):
+        return True
+    return question.endswith("?") and not _WH_WORD.search(question) and not _IMPERATIVE.match(question)
+
+
+def asks_which_papers(question: str) -> bool:
+    """True for "Which papers/studies ...?" questions, whose answer names every paper that qualifies.
+
+    >>> asks_which_papers("Which studies measured viral load?"), asks_which_papers("Which virus causes it?")
+    (True, False)
+    """
+    return bool(_WHICH_PAPERS.match(question))
+
+
+def content_terms(question: str) -> list[tuple[str, str]]:
+    """``(word, BM25 token)`` of each distinct content word of ``question``, in order: function words
+    (:data:`~citerag.service.answering.language.FUNCTION_WORDS`) dropped, a hyphenated compound split into its words.
+
+    >>> content_terms("How does the QuillFormer tokenizer split Sanskrit compound-words?")
+    [('QuillFormer', 'quillform'), ('tokenizer', 'token'), ('split', 'split'), ('Sanskrit', 'sanskrit'), ('compound', 'compound'), ('words', 'word')]
+    """
+    seen: dict[str, str] = {}
+    for word in re.findall(r"[^\W_]+", fold(question)):
+        if word.lower() in FUNCTION_WORDS:
+            continue
+        for token in tokenize(word):
+            if token not in seen:
+                seen[token] = word
+    return [(word, token) for token, word in seen.items()]
+
+
+def question_kind(question: str, names: Sequence[str] = ()) -> QuestionKind:
+    """The kind of ``question`` (module docstring), given the names it mentions.
+
+    >>> question_kind("Is ASMC faster than best-of-n?"), question_kind("Which papers use diffusion?")
+    ('yes_no', 'which_papers')
+    >>> question_kind("How many parameters does EDEN have?"), question_kind("What is the Platonic Transformer?")
+    ('number', 'definition')
+    """
+    if is_yes_no(question):
+        return "yes_no"
+    if asks_which_papers(question):
+        return "which_papers"
+    if len(names) >= 2 or _COMPARE.search(question):
+        return "comparison"
+    if _QUANTITY.search(question):
+        return "number"
+    if _DEFINITION.match(question) and not _WH_WORD.search(_DEFINITION.match(question).group("subject")):
+        return "definition"
+    return "fact"
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionInfo:
+    """A question as analysed once, before retrieval.
+
+    Attributes:
+        asked: the question as the user asked it.
+        text: the standalone question that is retrieved for and answered (``asked``, or a follow-up rewritten from
+            the conversation; :mod:`citerag.service.conversation`).
+        kind: :data:`QuestionKind` (module docstring).
+        names: the names it mentions (:func:`~citerag.service.answering.names.question_names`), in order.
+        terms: ``(word, BM25 token)`` of its content words (:func:`content_terms`).
+        follow_up: why it was read as a follow-up (``"refers back: 'it'"``, ``"continuation"``, ``"short"``), or ``""``.
+        keep: documents an earlier answer cited, kept as retrieval candidates for a follow-up.
+    """
+
+    asked: str
+    text: str
+    kind: QuestionKind
+    names: tuple[str, ...] = ()
+    terms: tuple[tuple[str, str], ...] = ()
+    follow_up: str = ""
+    keep: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def rewritten(self) -> bool:
+        """Whether the answered question differs from the asked one."""
+        return self.text != self.asked
+
+
+def analyse(question: str, history: Sequence[Turn] = ()) -> QuestionInfo:
+    """Analyse ``question`` (with the earlier turns ``history``, oldest first) into a :class:`QuestionInfo`.
+
+    >>> info = analyse("How many parameters does EDEN have?")
+    >>> info.kind, info.names, [t for _, t in info.terms]
+    ('number', ('EDEN',), ['paramet', 'eden'])
+    """
+    resolved: Standalone = standalone(question, history)
+    names = tuple(question_names(resolved.question))
+    return QuestionInfo(
+        asked=question.strip(), text=resolved.question, kind=question_kind(resolved.question, names), names=names,
+        terms=tuple(content_terms(resolved.question)), follow_up=resolved.reason, keep=resolved.keep,
+    )
+
+
+class Analyse:
+    """The analyse step: ``state.info`` = :func:`analyse` of ``state.question`` with ``state.history`` (plus the
+    documents ``state.keep`` names as retrieval candidates)."""
+
+    name = "analyse"
+
+    def run(self, state) -> None:  # noqa: ANN001 - AnswerState (imported lazily: state imports this module's types)
+        info = analyse(state.question, state.history)
+        if state.keep:
+            info = replace(info, keep=tuple(dict.fromkeys([*info.keep, *state.keep])))
+        state.info = info
+        state.emit("question", info)

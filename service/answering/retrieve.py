@@ -1,0 +1,114 @@
+"""The retrieve step: the top-``k`` hybrid passages for the analysed question, passages of one document merged
+where they overlap (:func:`merge_same_document`), and the check that retrieval found anything close enough to
+answer from (:func:`retrieval_gap`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from citerag.index.backend import Searcher
+from citerag.index.search import SearchResult
+from citerag.service.answering.state import AnswerState
+from citerag.service.conversation import keep_candidates
+
+#: Abstain before the model is asked when the best passage's cosine similarity to the question is below this
+#: (calibrated on the dev set: off-topic questions score 0.13-0.15, the lowest answerable one 0.20).
+MIN_DENSE_SCORE = 0.18
+
+
+def merge_same_document(results: list[SearchResult]) -> list[SearchResult]:
+    """Group ``results`` by document (documents in order of their best rank), sort each document's passages by
+    position, and merge passages that overlap or touch into one.
+
+    A merged result spans ``start`` of the first to ``end`` of the last passage (``text`` is that slice of the
+    document, so ``document.text[start:end] == passage.text`` still holds); its ``chunk_id`` joins the merged ids
+    with ``+``, its retrieval ranks and scores are the best of its parts. ``rank`` is renumbered ``1..n`` in
+    the new order, e.g. ``[A#2, B#0, A#1]`` with A#1 and A#2 overlapping gives ``[A#1+2, B#0]``. The chunker
+    overlaps neighbours by up to 64 word pieces, so unmerged neighbours would repeat that text to the model.
+    """
+    by_doc: dict[str, list[SearchResult]] = {}
+    for result in results:
+        by_doc.setdefault(result.passage.doc_id, []).append(result)
+    merged: list[SearchResult] = []
+    for group in by_doc.values():
+        group.sort(key=lambda r: r.passage.start)
+        current = group[0]
+        for result in group[1:]:
+            if result.passage.start <= current.passage.end:
+                current = _join(current, result)
+            else:
+                merged.append(current)
+                current = result
+        merged.append(current)
+    return [result.replace(rank=rank) for rank, result in enumerate(merged, start=1)]
+
+
+def _best(a: float | int | None, b: float | int | None, pick) -> float | int | None:  # noqa: ANN001
+    values = [v for v in (a, b) if v is not None]
+    return pick(values) if values else None
+
+
+def _join(a: SearchResult, b: SearchResult) -> SearchResult:
+    start, end = a.passage.start, max(a.passage.end, b.passage.end)
+    passage = replace(
+        a.passage,
+        chunk_id=f"{a.passage.chunk_id}+{b.passage.ordinal}",
+        end=end,
+        text=a.document.text[start:end],
+        n_tokens=a.passage.n_tokens + b.passage.n_tokens,  # an upper bound (the overlap is counted twice)
+    )
+    return a.replace(
+        passage=passage,
+        rank=min(a.rank, b.rank),
+        score=max(a.score, b.score),
+        bm25_rank=_best(a.bm25_rank, b.bm25_rank, min),
+        dense_rank=_best(a.dense_rank, b.dense_rank, min),
+        bm25_score=_best(a.bm25_score, b.bm25_score, max),
+        dense_score=_best(a.dense_score, b.dense_score, max),
+    )
+
+
+def retrieval_gap(passages: list[SearchResult], min_dense_score: float) -> str:
+    """Why ``passages`` cannot answer anything, or ``""``: none were retrieved, or the best cosine similarity to
+    the question (``dense_score``) is below ``min_dense_score``."""
+    if not passages:
+        return "no passage matched the question"
+    best = max((p.dense_score for p in passages if p.dense_score is not None), default=None)
+    if best is None or best < min_dense_score:
+        return (f"no passage is close enough to the question (best similarity "
+                f"{best if best is not None else 0:.3f} < {min_dense_score:.3f})")
+    return ""
+
+
+class Retrieve:
+    """Retrieve the passages for ``state.info.text`` (``state.k`` of them, ``state.filters`` applied inside
+    retrieval), emit them (``"passages"``), and abstain when retrieval found nothing close
+    (:func:`retrieval_gap`).
+
+    A follow-up keeps the documents the previous answer cited as candidates: when none of them is retrieved, the
+    best passage among them takes the last slot (:func:`~citerag.service.conversation.keep_candidates`; not when
+    the filters name ``doc_id``).
+
+    Args:
+        searcher: a :class:`~citerag.index.retrieve.Retriever` or a backend.
+        min_dense_score: the retrieval gap's threshold (cosine similarity).
+    """
+
+    name = "retrieve"
+
+    def __init__(self, searcher: Searcher, min_dense_score: float = MIN_DENSE_SCORE) -> None:
+        self.searcher = searcher
+        self.min_dense_score = min_dense_score
+
+    def run(self, state: AnswerState) -> None:
+        assert state.info is not None, "analyse runs first"
+        question, filters = state.info.text, state.filters
+        results = self.searcher.search(question, k=state.k, mode="hybrid", filters=filters)
+        if state.info.keep and "doc_id" not in (filters or {}):
+            results = keep_candidates(results, state.info.keep, lambda ids: self.searcher.search(
+                question, k=1, mode="hybrid", filters={**(filters or {}), "doc_id": {"in": ids}}))
+        state.passages = merge_same_document(results)
+        state.emit("passages", state.passages)
+        if gap := retrieval_gap(state.passages, self.min_dense_score):
+            state.abstain(gap)

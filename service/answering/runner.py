@@ -1,0 +1,136 @@
+"""The answering runner: one pipeline of components over one :class:`~citerag.service.answering.state.AnswerState`,
+used by ``/ask`` (JSON and server-sent events), the OpenAI-compatible route, ``citerag ask`` / ``chat`` and
+``citerag eval``.
+
+A component is any object with a ``name`` (its stage in ``timings_ms``) and ``run(state) -> None``. The runner
+runs them in order, times each (ms), stops at an abstention (or when a stream's listener asks to stop), and adds
+the ``total``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+from citerag.index.backend import Searcher
+from citerag.index.filters import Filters
+from citerag.service.answering.compose import Compose
+from citerag.service.answering.evidence import EVIDENCE_SENTENCES, Encode, SelectEvidence
+from citerag.service.answering.judge import MIN_CONFIDENCE, MIN_CONFIDENCE_UNSEEN, Judge
+from citerag.service.answering.prompts import FIXED_MESSAGES
+from citerag.service.answering.question import Analyse
+from citerag.service.answering.retrieve import MIN_DENSE_SCORE, Retrieve
+from citerag.service.answering.state import Answer, AnswerState, OnEvent
+from citerag.service.answering.verify import Verify
+from citerag.service.answering.write import MAX_ANSWER_TOKENS, Write
+from citerag.service.conversation import Turn
+from citerag.service.generator import Generator
+
+
+class Component(Protocol):
+    """One step of the pipeline: it reads and fills its part of the state."""
+
+    name: str
+
+    def run(self, state: AnswerState) -> None: ...
+
+
+class AnswerPipeline:
+    """Runs ``components`` in order over one question's state (module docstring).
+
+    Args:
+        components: the steps, in data-flow order.
+        searcher: the searcher the retrieve step uses.
+        default_k: passages retrieved when a call gives no ``k``.
+        generator: the chat model the steps share (``None`` for a pipeline without one), for operators.
+    """
+
+    def __init__(
+        self, components: Sequence[Component], searcher: Searcher | None, default_k: int = 8,
+        generator: Generator | None = None,
+    ) -> None:
+        self.components = list(components)
+        self.retriever = searcher
+        self.default_k = default_k
+        self.generator = generator
+
+    def run(self, state: AnswerState) -> AnswerState:
+        """Run the components over ``state`` and return it, with ``timings_ms`` filled."""
+        started = time.perf_counter()
+        for component in self.components:
+            tic = time.perf_counter()
+            component.run(state)
+            state.timings_ms[component.name] = (time.perf_counter() - tic) * 1000
+            if state.abstained or state.stopped:
+                break
+        state.timings_ms["total"] = (time.perf_counter() - started) * 1000
+        return state
+
+    def ask(
+        self,
+        question: str,
+        k: int | None = None,
+        filters: Filters | None = None,
+        history: Sequence[Turn] = (),
+        on_event: OnEvent | None = None,
+        keep: Sequence[str] = (),
+    ) -> Answer:
+        """Answer ``question`` (a follow-up made standalone from ``history``) from the top-``k`` passages, or
+        abstain; ``on_event`` receives the stream's events (:data:`~citerag.service.answering.state.EventKind`);
+        ``keep`` names documents to keep as retrieval candidates."""
+        state = AnswerState(question=question, history=history, k=k or self.default_k, filters=filters,
+                            keep=tuple(keep), on_event=on_event)
+        return Answer.of(self.run(state))
+
+
+def retrieval_pipeline(searcher: Searcher, default_k: int = 8,
+                       min_dense_score: float = MIN_DENSE_SCORE) -> AnswerPipeline:
+    """Analyse and retrieve only, no model: its answers abstain with the retrieved passages (``"not asked"``), for
+    retrieval-only evaluation."""
+    return AnswerPipeline([Analyse(), Retrieve(searcher, min_dense_score), _NotAsked()], searcher, default_k)
+
+
+class _NotAsked:
+    name = "not_asked"
+
+    def run(self, state: AnswerState) -> None:
+        state.abstain("not asked")
+
+
+def evidence_pipeline(
+    searcher: Searcher,
+    generator: Generator,
+    encode: Encode,
+    default_k: int = 8,
+    min_dense_score: float = MIN_DENSE_SCORE,
+    evidence_sentences: int = EVIDENCE_SENTENCES,
+    min_confidence: float = MIN_CONFIDENCE,
+    min_confidence_unseen: float = MIN_CONFIDENCE_UNSEEN,
+    max_answer_tokens: int = MAX_ANSWER_TOKENS,
+) -> AnswerPipeline:
+    """The default pipeline: analyse -> retrieve -> select evidence -> judge -> write -> verify -> compose.
+
+    Args:
+        searcher: a :class:`~citerag.index.retrieve.Retriever` or a backend.
+        generator: the loaded chat model.
+        encode: the dense encoder (``list[str] -> (n, dim) float32``, L2-normalised rows), for evidence scoring.
+        default_k: passages retrieved per question when a call gives no ``k``.
+        min_dense_score, evidence_sentences, min_confidence, min_confidence_unseen, max_answer_tokens: the
+            components' settings (see each).
+    """
+    generator.fixed_messages = FIXED_MESSAGES  # the cache keeps the system prompt and the worked example
+    return AnswerPipeline(
+        [
+            Analyse(),
+            Retrieve(searcher, min_dense_score),
+            SelectEvidence(encode, evidence_sentences),
+            Judge(generator, searcher, min_confidence, min_confidence_unseen),
+            Write(generator, max_answer_tokens),
+            Verify(),
+            Compose(),
+        ],
+        searcher,
+        default_k,
+        generator,
+    )

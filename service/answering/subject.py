@@ -1,0 +1,112 @@
+"""Naming a sentence's subject: an abstract says "We propose ...", "Our method ...", "This enables ...", "It ...";
+an answer says who. :func:`name_subject` replaces such an opening with the paper's label and makes the verb agree
+with it ("We propose X" -> "LU-KV proposes X"; "Our results show" -> "LU-KV's results show"; "In this work, we
+present EDEN, a family of ..." -> "EDEN is a family of ...").
+
+English grammar only (pronouns, possessives, third-person singular agreement); no word of any paper.
+"""
+
+from __future__ import annotations
+
+import re
+
+from citerag.service.answering.language import FUNCTION_WORDS, RESEARCH_NOUNS
+
+#: Irregular third-person singular forms.
+_IRREGULAR = {"have": "has", "are": "is", "were": "was", "do": "does", "go": "goes", "be": "is"}
+#: Forms that agree with any subject: modals and common irregular past tenses.
+_INVARIANT = frozenset(
+    """can could may might must shall should will would cannot found made built took gave saw ran wrote held kept
+    led brought thought got set put cut had did was showed""".split()
+)
+_ADVERB = re.compile(r"^(?:\w+ly|also|further|then|first|now|here|additionally|moreover|finally|thus|therefore|still)$",
+                     re.IGNORECASE)
+_LEAD = re.compile(
+    r"^\s*(?:(?:in|with|through) (?:this|our|the present) (?:work|paper|study|article|research),?\s+"
+    r"|here,?\s+|to (?:this|that) end,?\s+|specifically,?\s+|finally,?\s+|moreover,?\s+|in addition,?\s+)",
+    re.IGNORECASE,
+)
+# "we present EDEN, a family of ..." -> the coined name and its appositive: "EDEN is a family of ...".
+_INTRODUCES = re.compile(
+    r"^(?:propose|proposes|introduce|introduces|present|presents|develop|develops|design|designs)\s+"
+    r"(?:(?:a|an|the)\s+)?(?P<name>[^\s,]+)\s*,\s+(?P<appositive>(?:a|an|the)\s+.+)$",
+    re.IGNORECASE,
+)
+
+
+def third_person(verb: str) -> str:
+    """The third-person singular of a base-form verb: ``propose`` -> ``proposes``, ``reach`` -> ``reaches``,
+    ``apply`` -> ``applies``, ``have`` -> ``has``; modals, past tenses and forms already ending in ``s`` unchanged.
+
+    >>> [third_person(v) for v in ["propose", "reach", "apply", "have", "can", "achieved", "shows"]]
+    ['proposes', 'reaches', 'applies', 'has', 'can', 'achieved', 'shows']
+    """
+    lower = verb.lower()
+    if lower in _IRREGULAR:
+        return _IRREGULAR[lower]
+    if lower in _INVARIANT or lower.endswith(("ed", "s")) or not lower.isalpha():
+        return verb
+    if lower.endswith(("sh", "ch", "x", "z", "o")):
+        return verb + "es"
+    if len(lower) > 2 and lower.endswith("y") and lower[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def _agree(rest: str) -> str:
+    """``rest`` (the words after a plural pronoun subject) with its verb made third-person singular, past one
+    adverb ("further show" -> "further shows")."""
+    words = rest.split(" ")
+    i = 0
+    while i < len(words) - 1 and _ADVERB.match(words[i]):
+        i += 1
+    if words and words[i]:
+        words[i] = third_person(words[i])
+    return " ".join(words)
+
+
+def opens_with_pronoun(sentence: str) -> bool:
+    """Whether ``sentence`` opens without naming its subject (module docstring)."""
+    from citerag.service.answering.language import PRONOUN_OPENING
+
+    return bool(PRONOUN_OPENING.match(sentence))
+
+
+def name_subject(sentence: str, label: str) -> str:
+    """``sentence`` with a pronoun or "our/this <noun>" opening replaced by ``label`` (module docstring);
+    ``sentence`` unchanged when it opens otherwise.
+
+    >>> name_subject("We propose LU-KV, a KV cache eviction method.", "LU-KV")
+    'LU-KV is a KV cache eviction method.'
+    >>> name_subject("In this work, we further show that the bound is tight.", "BAPO")
+    'BAPO further shows that the bound is tight.'
+    >>> name_subject("Our results show a 12% gain.", "GLEAN"), name_subject("This enables faster decoding.", "ASMC")
+    ("GLEAN's results show a 12% gain.", 'ASMC enables faster decoding.')
+    >>> name_subject("Our method reaches 80.6%.", "ASMC"), name_subject("ASMC reaches 80.6%.", "ASMC")
+    ('ASMC reaches 80.6%.', 'ASMC reaches 80.6%.')
+    """
+    lead = _LEAD.match(sentence)
+    body = sentence[lead.end():] if lead else sentence
+    match = re.match(r"(?P<word>\w+)(?:\s+(?P<noun>\w+))?\s*(?P<rest>.*)$", body, re.DOTALL)
+    if match is None:
+        return sentence
+    word, noun, rest = match.group("word").lower(), (match.group("noun") or ""), match.group("rest")
+    if word == "we":
+        tail = f"{noun} {rest}".strip()
+        introduced = _INTRODUCES.match(tail)
+        if introduced and introduced.group("name").strip("()").lower() == label.lower():
+            return f"{label} is {introduced.group('appositive')}"
+        return f"{label} {_agree(tail)}"
+    if word in ("our", "its", "their", "this", "these", "the") and noun.lower() in RESEARCH_NOUNS:
+        singular = noun.lower() in ("method", "model", "approach", "framework", "algorithm", "technique", "system",
+                                    "architecture", "paper", "work", "study", "tool", "network", "pipeline",
+                                    "procedure", "strategy", "proposal", "benchmark", "dataset")
+        return f"{label} {rest}" if singular and word != "the" else f"{label}'s {noun} {rest}"
+    if word in ("our", "its", "their"):
+        return f"{label}'s {noun} {rest}".rstrip()
+    if word in ("this", "these") and noun[:1].islower() and noun.lower() not in FUNCTION_WORDS \
+            and not noun.lower().endswith(("s", "ed")):  # "This mechanism is ..." (not "This enables ...")
+        return f"{label}'s {noun} {rest}".rstrip() if word == "this" else f"{label}'s {noun} {rest}".rstrip()
+    if word in ("this", "it", "these", "they"):
+        return f"{label} {_agree(f'{noun} {rest}'.strip()) if word in ('these', 'they') else f'{noun} {rest}'.strip()}"
+    return sentence

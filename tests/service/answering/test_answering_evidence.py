@@ -1,0 +1,101 @@
+"""Evidence selection: candidate sentences with exact spans, their scores, and the select-evidence step."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from citerag.service.answering.evidence import SelectEvidence, candidate_sentences, grouped, select_evidence, sentence_scores
+from citerag.service.answering.question import analyse
+from citerag.service.answering.state import AnswerState
+from tests.conftest import HashEmbedder
+from tests.service.answering.fixed import COVID, ML, ML2, PUBMED, result
+
+
+def test_candidate_sentences_have_exact_document_spans() -> None:
+    passages = [result("covid", COVID), result("pubmed", PUBMED, rank=2)]
+    candidates = candidate_sentences(passages)
+    texts = [passages[n - 1].document.text[s:e] for n, s, e in candidates]
+    assert texts[0] == "Mother-to-child transmission (MTCT) is the main cause of HIV-1 infection in children worldwide."
+    assert texts[-1] == "CONCLUSIONS: Tailored print had no effect."
+    assert len(candidates) == 6
+
+
+def test_a_sentence_in_two_overlapping_passages_is_one_candidate() -> None:
+    whole = result("covid", COVID)
+    second_start = COVID.index("DC-SIGNR")
+    tail = whole.replace(passage=replace(whole.passage, chunk_id="covid#1", start=second_start,
+                                         text=COVID[second_start:]), rank=2)
+    assert len(candidate_sentences([whole, tail])) == 3
+
+
+def test_overlong_sentences_are_cut_at_clause_boundaries() -> None:
+    long = "Risk factors included " + ", ".join(f"factor number {i} in the cohort" for i in range(40)) + "."
+    candidates = candidate_sentences([result("d", long)])
+    assert len(candidates) > 1
+    assert all(e - s <= 310 for _, s, e in candidates)
+    assert candidates[0][1] == 0 and candidates[-1][2] == len(long)
+
+
+def test_the_sentence_holding_the_question_terms_scores_best() -> None:
+    question = "What is the main cause of HIV-1 infection in children?"
+    sentences = ["The study enrolled 197 mothers in Zimbabwe.",
+                 "Mother-to-child transmission is the main cause of HIV-1 infection in children worldwide."]
+    scores, cosines = sentence_scores(question, sentences, [1, 1], HashEmbedder().encode)
+    assert scores.shape == (2,) and scores[1] > scores[0]
+    assert cosines[1] > cosines[0]
+
+
+def test_select_evidence_keeps_the_best_and_grouped_restores_text_order() -> None:
+    passages = [result("ml", ML), result("covid", COVID, rank=2)]
+    evidence = select_evidence("How much memory does LU-KV use at 90% accuracy?", passages, HashEmbedder().encode, keep=3)
+    assert evidence[0].text.startswith("LU-KV keeps 90% accuracy")
+    assert evidence[0].n == 1
+    assert evidence[0].result.document.text[evidence[0].start:evidence[0].end] == evidence[0].text
+    in_order = grouped(evidence)
+    assert [e.doc_id for e in in_order][0] == "ml"
+    assert [e.start for e in in_order if e.doc_id == "ml"] == sorted(e.start for e in in_order if e.doc_id == "ml")
+    with pytest.raises(ValueError):
+        select_evidence("q", passages, HashEmbedder().encode, keep=0)
+
+
+def _selected(question: str, passages, **settings) -> AnswerState:
+    state = AnswerState(question=question, info=analyse(question), passages=passages)
+    events = []
+    state.on_event = lambda kind, payload: events.append(kind)
+    SelectEvidence(HashEmbedder().encode, **settings).run(state)
+    assert events == ["evidence"]
+    return state
+
+
+def test_the_step_keeps_the_best_sentences_within_the_character_budget() -> None:
+    passages = [result("covid", COVID), result("pubmed", PUBMED, rank=2), result("ml", ML, rank=3)]
+    state = _selected("What is the main cause of HIV-1 infection in children?", passages, sentences=3)
+    assert len(state.evidence) == 3
+    assert "main cause of HIV-1" in " ".join(e.text for e in state.evidence)
+    short = _selected("What is the main cause of HIV-1 infection in children?", passages, sentences=3, max_chars=120)
+    assert len(short.evidence) == 1  # the best sentence always; the next would pass 120 characters
+
+
+def test_a_which_papers_question_gets_each_qualifying_papers_best_sentence() -> None:
+    passages = [result("ml", ML), result("ml2", ML2, rank=2), result("covid", COVID, rank=3)]
+    state = _selected("Which papers propose a method with a lower error or less memory?", passages, sentences=1,
+                      paper_ratio=0.0, max_papers=2)
+    assert {e.doc_id for e in state.evidence} == {"ml", "ml2"}
+    one = _selected("What lowers the error?", passages, sentences=1)
+    assert len({e.doc_id for e in one.evidence}) == 1
+
+
+def test_a_question_naming_two_papers_gets_the_best_sentence_of_each() -> None:
+    passages = [result("covid", COVID, title="DC-SIGNR in placenta"), result("ml", ML, rank=2)]
+    state = _selected("What did the DC-SIGNR study and LU-KV each find?", passages, sentences=1)
+    assert [e.doc_id for e in state.evidence] == ["covid", "ml"]
+
+
+def test_no_sentence_to_answer_from_abstains() -> None:
+    state = AnswerState(question="Why?", info=analyse("Why?"), passages=[result("x", "Too short.")])
+    SelectEvidence(HashEmbedder().encode).run(state)
+    assert state.abstained and "no sentence" in state.reason
+    with pytest.raises(ValueError, match="sentences"):
+        SelectEvidence(HashEmbedder().encode, sentences=0)

@@ -1,0 +1,231 @@
+"""The judge, write, verify and compose steps with fixed model outputs, and the runner that joins them."""
+
+from __future__ import annotations
+
+import pytest
+
+from citerag.index.tokenize import tokenize
+from citerag.service.answering.compose import Compose
+from citerag.service.answering.evidence import SelectEvidence
+from citerag.service.answering.judge import Judge
+from citerag.service.answering.prompts import FIXED_MESSAGES, JUDGE_QUESTION, judge_messages, writer_messages
+from citerag.service.answering.question import analyse
+from citerag.service.answering.runner import evidence_pipeline
+from citerag.service.answering.state import AnswerState, Statement
+from citerag.service.answering.verify import Verify, check, written_sentences
+from citerag.service.answering.write import MarkerStream, Write, first_word_decision
+from tests.conftest import HashEmbedder
+from tests.service.answering.fixed import COVID, ML, ML2, PUBMED, FixedGenerator, FixedSearcher, result
+
+
+def _state(question: str, passages, sentences: int = 3) -> AnswerState:
+    state = AnswerState(question=question, info=analyse(question), passages=passages)
+    SelectEvidence(HashEmbedder().encode, sentences=sentences).run(state)
+    return state
+
+
+# --- prompts -------------------------------------------------------------------------------------------------------
+
+def test_the_judge_prompt_extends_the_writer_prompt() -> None:
+    state = _state("How much memory does LU-KV keep?", [result("ml", ML), result("covid", COVID, rank=2)])
+    writer, judge = writer_messages(state.info, state.evidence), judge_messages(state.info, state.evidence)
+    assert writer[:FIXED_MESSAGES] == judge[:FIXED_MESSAGES]  # the cached system prompt and worked example
+    assert judge[-1]["content"].endswith(JUDGE_QUESTION)
+    assert judge[-1]["content"].startswith(writer[-1]["content"].split("\nGive the")[0])
+    assert "Paper: LU-KV\n[1] " in writer[-1]["content"]  # grouped under the paper's coined name
+    assert "10%" in writer[-1]["content"] and "4×" in writer[-1]["content"]  # readable math, not 10\\% or $4\\times$
+
+
+# --- judge ---------------------------------------------------------------------------------------------------------
+
+def test_the_judge_abstains_below_the_threshold_and_keeps_its_prefix_cached() -> None:
+    state = _state("What is the main cause of HIV-1 infection in children?", [result("covid", COVID)])
+    generator = FixedGenerator(judge=0.1)
+    Judge(generator).run(state)
+    assert state.abstained and "confidence 0.10 < 0.20" in state.reason
+    assert generator.calls[0]["pin"] is False and generator.pins == 1  # re-pinned: the writer will not run
+    sure = _state("What is the main cause of HIV-1 infection in children?", [result("covid", COVID)])
+    Judge(FixedGenerator(judge=0.9)).run(sure)
+    assert not sure.abstained and sure.confidence == pytest.approx(0.9)
+
+
+def test_a_yes_no_question_is_not_judged() -> None:
+    state = _state("Does telephone counseling increase mammography use?", [result("pubmed", PUBMED)])
+    generator = FixedGenerator(judge=0.0)
+    Judge(generator).run(state)
+    assert not state.abstained and generator.calls == []
+
+
+class VocabularySearcher(FixedSearcher):
+    """A searcher that says which BM25 terms its passages hold, standing for a large corpus."""
+
+    vocabulary_size = 50_000
+
+    def unseen_terms(self, terms):
+        held = {t for r in self.results for t in tokenize(r.passage.text)}
+        return [t for t in terms if t not in held]
+
+
+def test_a_word_no_passage_holds_needs_the_higher_confidence() -> None:
+    searcher = VocabularySearcher([result("covid", COVID)])
+    question = "Which glacier retreat did the HIV-1 mothers study measure?"
+    state = _state(question, searcher.results)
+    Judge(FixedGenerator(judge=0.3), searcher).run(state)
+    assert state.abstained and "no indexed passage mentions 'glacier', 'retreat', 'measure'," in state.reason
+    sure = _state(question, searcher.results)
+    Judge(FixedGenerator(judge=0.9), searcher).run(sure)
+    assert not sure.abstained  # strong evidence makes up for the unseen words (a paraphrase)
+    small = VocabularySearcher(searcher.results)
+    small.vocabulary_size = 1_608  # the 38 shipped abstracts: an ordinary word's absence means nothing
+    few = _state(question, searcher.results)
+    Judge(FixedGenerator(judge=0.3), small).run(few)
+    assert not few.abstained
+    with pytest.raises(ValueError, match="min_confidence"):
+        Judge(FixedGenerator(), min_confidence=1.5)
+
+
+# --- write ---------------------------------------------------------------------------------------------------------
+
+def test_the_stream_shows_passage_numbers_even_when_a_marker_is_split() -> None:
+    state = _state("How much memory does LU-KV keep?", [result("covid", COVID), result("ml", ML, rank=2)])
+    i = next(i for i, e in enumerate(state.evidence, start=1) if e.doc_id == "ml")
+    shown: list[str] = []
+    stream = MarkerStream(state.evidence, lambda text: shown.append(text))
+    for piece in [" LU-KV keeps 10% memory [", f"{i}", "][99]."]:
+        stream.feed(piece)
+    stream.flush()
+    assert "".join(shown) == "LU-KV keeps 10% memory [2]."  # evidence [i] is passage 2; [99] is no evidence
+
+
+def test_the_writer_streams_and_a_yes_no_decision_is_its_first_word() -> None:
+    state = _state("Does telephone counseling increase mammography use?", [result("pubmed", PUBMED)])
+    tokens: list[str] = []
+    state.on_event = lambda kind, payload: tokens.append(payload) if kind == "token" else None
+    generator = FixedGenerator("No, telephone counseling increased mammography use by 12% [1].")
+    Write(generator).run(state)
+    assert state.decision == "no" and "".join(tokens) == state.written
+    assert generator.pins == 1 and len(generator.calls) == 1  # decided by its first word: no second call
+    other = _state("Does telephone counseling increase mammography use?", [result("pubmed", PUBMED)])
+    asked = FixedGenerator("Telephone counseling increased mammography use by 12% [1].",
+                           decision={"yes": 0.7, "no": 0.2, "maybe": 0.1})
+    Write(asked).run(other)
+    assert other.decision == "yes" and len(asked.calls) == 2  # the answer was the draft it decided from
+    assert asked.calls[1]["messages"][-2]["content"] == asked.written
+    assert first_word_decision("Maybe: it depends.") == "maybe" and first_word_decision("Yesterday") is None
+
+
+# --- verify --------------------------------------------------------------------------------------------------------
+
+def test_check_holds_numbers_and_names_to_the_evidence() -> None:
+    evidence = ["On MATH500, ASMC attains 80.6% exact-match accuracy with p95 = 73.7s."]
+    assert check("ASMC reaches 80.6% exact-match accuracy and a p95 of 73.7s on MATH500", evidence).supported()
+    assert check("ASMC reaches 86.0% accuracy on MATH500", evidence).missing_numbers == ("86.0",)
+    assert check("ASMC beats GPT-5 on MATH500", evidence).missing_names == ("GPT-5",)
+    assert not check("France won the 2018 World Cup final", evidence).supported()
+
+
+def test_written_sentences_drop_an_unfinished_one_and_keep_markers_with_their_sentence() -> None:
+    text = "LU-KV keeps 90% accuracy. [2] It evicts entries [1, 3]. As evidence sentence [2] states, it is"
+    assert written_sentences(text, truncated=True) == [("LU-KV keeps 90% accuracy", [2]), ("It evicts entries", [1, 3])]
+    assert written_sentences("As evidence sentence [2] states, LU-KV is fast.", truncated=False) == []  # about the prompt
+
+
+def _verified(question: str, passages, written: str, truncated: bool = False) -> AnswerState:
+    state = _state(question, passages)
+    state.written, state.truncated = written, truncated
+    Verify().run(state)
+    return state
+
+
+def test_a_supported_sentence_is_kept_and_a_wrong_citation_is_moved() -> None:
+    passages = [result("covid", COVID), result("ml", ML, rank=2)]
+    state = _verified("How much memory does LU-KV keep at 90% accuracy?", passages,
+                      "LU-KV keeps 90% accuracy at 10% memory [9].")
+    [statement] = state.statements
+    assert statement.origin == "written" and state.evidence[statement.evidence[0]].doc_id == "ml"
+
+
+def test_an_altered_number_is_never_stated() -> None:
+    state = _verified("How much memory does LU-KV keep at 90% accuracy?", [result("ml", ML)],
+                      "LU-KV keeps 90% accuracy at 15% memory [2].")
+    [statement] = state.statements
+    assert statement.origin == "extract" and "15%" not in statement.text  # the evidence's own sentence instead
+    assert "10%" in statement.text
+
+
+def test_a_sentence_naming_what_the_evidence_does_not_is_dropped() -> None:
+    state = _verified("How much memory does LU-KV keep?", [result("ml", ML)],
+                      "LU-KV keeps 90% accuracy at 10% memory [2]. GPT-5 uses LU-KV in production [2].")
+    assert [s.text for s in state.statements] == ["LU-KV keeps 90% accuracy at 10% memory"]
+
+
+def test_a_pronoun_opening_gets_the_papers_name() -> None:
+    state = _verified("What does GP-EquiFlow do?", [result("ml2", ML2)],
+                      "We introduce GP-EquiFlow, a flow model with Gaussian process priors [1]. "
+                      "It lowers error by 31% [2].")
+    assert [s.text for s in state.statements] == [
+        "GP-EquiFlow is a flow model with Gaussian process priors", "GP-EquiFlow lowers error by 31%"]
+
+
+# --- compose -------------------------------------------------------------------------------------------------------
+
+def _composed(question: str, passages, statements: list[Statement], decision: str | None = None) -> AnswerState:
+    state = _state(question, passages)
+    state.statements, state.decision = statements, decision
+    Compose().run(state)
+    return state
+
+
+def test_markers_are_passage_numbers_and_citations_exact_spans() -> None:
+    passages = [result("covid", COVID), result("ml", ML, rank=2)]
+    state = _state("How much memory does LU-KV keep?", passages)
+    i = next(i for i, e in enumerate(state.evidence) if e.doc_id == "ml")
+    state.statements = [Statement("LU-KV keeps 90% accuracy at 10% memory", (i,))]
+    Compose().run(state)
+    assert state.answer == "LU-KV keeps 90% accuracy at 10% memory [2]."
+    [citation] = state.citations
+    assert citation.n == 2 and ML[citation.start:citation.end] == state.evidence[i].text
+
+
+def test_a_yes_no_answer_opens_with_its_decision() -> None:
+    passages = [result("pubmed", PUBMED)]
+    state = _composed("Does tailored print increase mammography use?", passages,
+                      [Statement("Tailored print had no effect", (0,))], decision="no")
+    assert state.answer.startswith("No. Tailored print had no effect [1].")
+    already = _composed("Does tailored print increase mammography use?", passages,
+                        [Statement("No, tailored print had no effect", (0,))], decision="no")
+    assert already.answer == "No, tailored print had no effect [1]."
+
+
+def test_an_answer_about_several_papers_names_each_paper_it_cites() -> None:
+    passages = [result("ml", ML), result("covid", COVID, rank=2, title="DC-SIGNR in placenta")]
+    state = _state("Which papers study memory or transmission?", passages)
+    ml = next(i for i, e in enumerate(state.evidence) if e.doc_id == "ml")
+    covid = next(i for i, e in enumerate(state.evidence) if e.doc_id == "covid")
+    state.statements = [Statement("It keeps 90% accuracy", (ml,)), Statement("MTCT is the main cause", (covid,))]
+    Compose().run(state)
+    assert state.answer.startswith("LU-KV: It keeps 90% accuracy [1].")
+    assert "DC-SIGNR in placenta: MTCT is the main cause [2]." in state.answer
+
+
+# --- runner --------------------------------------------------------------------------------------------------------
+
+def test_the_pipeline_runs_each_step_once_in_order_and_streams() -> None:
+    searcher = FixedSearcher([result("covid", COVID), result("ml", ML, rank=2)])
+    generator = FixedGenerator("We propose LU-KV, a KV cache eviction method [1]. It keeps 90% accuracy at 10% memory [2].")
+    pipeline = evidence_pipeline(searcher, generator, HashEmbedder().encode, default_k=2)
+    events: list[str] = []
+    answer = pipeline.ask("How much memory does LU-KV keep?", on_event=lambda kind, _: events.append(kind))
+    assert events[:3] == ["question", "passages", "evidence"] and set(events[3:]) == {"token"}
+    assert not answer.abstained and answer.answer.startswith("LU-KV is a KV cache eviction method [2].")
+    assert list(answer.timings_ms)[:2] == ["analyse", "retrieve"] and answer.timings_ms["total"] > 0
+    assert {"judge", "write", "verify", "compose", "prompt", "generate"} <= set(answer.timings_ms)
+    assert [c["grammar"] is not None for c in generator.calls] == [True, False]  # judged once, written once
+
+
+def test_the_pipeline_stops_at_an_abstention() -> None:
+    far = FixedSearcher([result("covid", COVID, dense=0.05)])
+    generator = FixedGenerator("unused")
+    answer = evidence_pipeline(far, generator, HashEmbedder().encode).ask("Who won the 2018 FIFA World Cup?")
+    assert answer.abstained and "no passage is close enough" in answer.reason and generator.calls == []
+    assert "evidence" not in answer.timings_ms and answer.citations == []
