@@ -12,12 +12,10 @@ Workloads:
   chat template) and 40 generated tokens (end of text ignored), read in full each time (no prompt cache), ``--repeat``
   times per variant;
 * **written**: the written-answer prompt for the first ``--questions`` answerable questions of
-  ``eval/devset.jsonl`` over the 38 shipped abstracts: the question's hybrid top ``CITERAG_ASK_K`` passages
-  (merged per document as ``/ask`` does), the 4 best evidence sentences
-  (:func:`citerag.service.answering.evidence.select_evidence`), and the answer writer's chat messages, answered by
-  :meth:`citerag.service.generator.Generator.chat` as the service calls it (greedy, the pinned system prefix).
-  The messages come from the service's own writer when it has one (a ``write_messages`` / ``writer_messages``
-  function in ``citerag.service.answering``); until then from :func:`stand_in_messages`, a plain instruction.
+  ``eval/devset.jsonl`` over the 38 shipped abstracts, made by the service's own steps (:func:`written_prompts`:
+  the question analysed, its hybrid top ``CITERAG_ASK_K`` passages merged per document, the select-evidence
+  step's sentences, the writer's messages), answered by :meth:`citerag.service.generator.Generator.chat` as the
+  write step calls it (greedy, the writer's token limit, the fixed prefix pinned).
 
 Every variant is loaded once, all of them side by side in this process, and the questions are asked of each variant
 in turn (the order rotated per question), so a load that comes and goes on a shared machine falls on all variants
@@ -35,9 +33,7 @@ one) — see :class:`citerag.service.generator.Decoding`. ``draft`` uses the pac
 
 from __future__ import annotations
 
-import importlib
 import json
-import pkgutil
 import sys
 import time
 import urllib.request
@@ -53,7 +49,6 @@ DEVSET = PROJECT_ROOT / "eval" / "devset.jsonl"
 FIXED_PROMPT_TOKENS = 250
 FIXED_GENERATED_TOKENS = 40
 EVIDENCE_SENTENCES = 4
-WRITTEN_MAX_TOKENS = 128
 DEFAULT_VARIANTS = (
     "ngram-simple:n=2,max=4",
     "ngram-map-k:n=2,max=4",
@@ -128,27 +123,14 @@ def parse_variant(text: str, draft_model: Callable[[], Path]) -> Variant:
 
 
 def stand_in_messages(question: str, evidence: Sequence[object]) -> Messages:
-    """A stand-in for the answer writer's messages: the numbered evidence sentences, the question and a plain
-    instruction (:data:`STAND_IN_INSTRUCTION`)."""
+    """The bench's stand-in for the answer writer's messages, used before the service had a writer (the first
+    RESULTS.md sweeps; ``--stand-in``): the numbered evidence sentences, the question and a plain instruction
+    (:data:`STAND_IN_INSTRUCTION`)."""
     from citerag.index.text import fold
 
     lines = [f"[{i}] {fold(e.text)}" for i, e in enumerate(evidence, 1)]  # type: ignore[attr-defined]
     user = "Evidence:\n" + "\n".join(lines) + f"\n\nQuestion: {question}\n{STAND_IN_INSTRUCTION}"
     return [{"role": "system", "content": STAND_IN_SYSTEM}, {"role": "user", "content": user}]
-
-
-def service_writer() -> tuple[str, Callable[[str, Sequence[object]], Messages]] | None:
-    """The service's answer-writer message builder, ``(qualified name, function)``, when the package has one: a
-    function named ``write_messages`` or ``writer_messages`` in a module of ``citerag.service.answering``."""
-    import citerag.service.answering as answering
-
-    for info in pkgutil.iter_modules(answering.__path__):
-        module = importlib.import_module(f"{answering.__name__}.{info.name}")
-        for name in ("write_messages", "writer_messages"):
-            function = getattr(module, name, None)
-            if callable(function):
-                return f"{module.__name__}.{name}", function
-    return None
 
 
 @dataclass(slots=True)
@@ -158,27 +140,47 @@ class WrittenPrompt:
     messages: Messages
 
 
-def written_prompts(n_questions: int, qids: Sequence[str] = ()) -> tuple[list[WrittenPrompt], str]:
-    """The written-answer prompts of the first ``n_questions`` answerable dev-set questions, and the name of the
-    message builder used."""
+def written_prompts(n_questions: int, qids: Sequence[str] = (), stand_in: bool = False) -> tuple[list[WrittenPrompt], str]:
+    """The written-answer prompts of the first ``n_questions`` answerable dev-set questions (or those of ``qids``),
+    and the name of the message builder used.
+
+    The service's own steps make them: the question analysed (:func:`~citerag.service.answering.question.analyse`),
+    its hybrid top ``ask_k`` passages merged per document (as the retrieve step does), the evidence the
+    select-evidence step keeps (:class:`~citerag.service.answering.evidence.SelectEvidence`), and the writer's
+    messages (:func:`~citerag.service.answering.prompts.writer_messages`). With ``stand_in``: the top
+    :data:`EVIDENCE_SENTENCES` sentences and :func:`stand_in_messages`.
+    """
     from citerag.eval.retrieval import load_devset
     from citerag.index.store import IndexStore
-    from citerag.service.answering.evidence import select_evidence
-    from citerag.service.context import merge_same_document
+    from citerag.service.answering.evidence import SelectEvidence, grouped, select_evidence
+    from citerag.service.answering.names import named_documents
+    from citerag.service.answering.prompts import writer_messages
+    from citerag.service.answering.question import analyse
+    from citerag.service.answering.retrieve import merge_same_document
     from citerag.service.pipeline import load_embedder, open_retriever
 
     settings = Settings()
     _, built = BenchIndexes().seed()
     retriever = open_retriever(settings, IndexStore(built.directory).load())
     encode = load_embedder(settings).encode
-    writer = service_writer()
-    name, build = writer if writer else ("bench stand-in (stand_in_messages)", stand_in_messages)
+    step = SelectEvidence(encode, settings.evidence_sentences)
     prompts = []
     questions = [q for q in load_devset(DEVSET) if q.qrels and (not qids or q.qid in qids)]
     for q in questions[:n_questions]:
-        passages = merge_same_document(retriever.search(q.question, k=settings.ask_k, mode="hybrid"))
-        evidence = select_evidence(q.question, passages, encode, keep=EVIDENCE_SENTENCES)
-        prompts.append(WrittenPrompt(q.qid, q.question, build(q.question, evidence)))
+        info = analyse(q.question)
+        passages = merge_same_document(retriever.search(info.text, k=settings.ask_k, mode="hybrid"))
+        if stand_in:
+            messages = stand_in_messages(q.question, select_evidence(q.question, passages, encode,
+                                                                     keep=EVIDENCE_SENTENCES))
+        else:
+            ranked = select_evidence(info.text, passages, encode, 64)
+            evidence = grouped(step.chosen(ranked, named_documents(info.names, passages),
+                                           several=info.kind in ("which_papers", "comparison")))
+            messages = writer_messages(info, evidence)
+        prompts.append(WrittenPrompt(q.qid, q.question, messages))
+    name = ("bench stand-in (stand_in_messages)" if stand_in else
+            "the service's writer (citerag.service.answering.prompts.writer_messages, evidence of the "
+            "select-evidence step)")
     return prompts, name
 
 
@@ -262,6 +264,8 @@ def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--questions", type=int, default=20, help="the first N answerable dev-set questions")
     p.add_argument("--qids", default="", help="only these dev-set questions (comma-separated ids)")
+    p.add_argument("--stand-in", action="store_true", help="the bench's stand-in writer prompt (4 sentences, a plain "
+                   "instruction) instead of the service's writer")
     p.add_argument("--repeat", type=int, default=3, help="fixed-workload completions per variant")
     p.add_argument("--variant", action="append", help="a variant to measure beside plain decoding (repeatable; "
                    f"default: {' '.join(DEFAULT_VARIANTS)})")
@@ -280,7 +284,7 @@ def main() -> None:
     from citerag.service.pipeline import generator_path
 
     def draft_model() -> Path:
-        from citerag.service.models import GENERATORS, assemble_gguf
+        from citerag.service.model_files import GENERATORS, assemble_gguf
 
         return assemble_gguf(GENERATORS["qwen2.5-coder-0.5b"], settings.cache_dir)
 
@@ -291,7 +295,7 @@ def main() -> None:
     prompts: list[WrittenPrompt] = []
     writer_name = ""
     if args.workload in ("written", "both"):
-        prompts, writer_name = written_prompts(args.questions, [q for q in args.qids.split(",") if q])
+        prompts, writer_name = written_prompts(args.questions, [q for q in args.qids.split(",") if q], args.stand_in)
         print(f"{len(prompts)} written-answer prompts ({writer_name})", flush=True)
 
     generators: list[Generator] = []
@@ -301,6 +305,10 @@ def main() -> None:
                       decoding=v.decoding)
         print(f"loaded {v.label} in {time.perf_counter() - started:.1f} s"
               + (f" -- FALLBACK: {g.fallback}" if g.fallback else ""), flush=True)
+        if not args.stand_in:
+            from citerag.service.answering.prompts import FIXED_MESSAGES
+
+            g.fixed_messages = FIXED_MESSAGES  # as the answering pipeline sets it: system prompt + worked example
         generators.append(g)
 
     loads: list[str] = []
@@ -320,6 +328,9 @@ def main() -> None:
                 completion, wall = timed(lambda g=generators[i]: run_fixed(g, prompt))
                 fixed[i].add(completion, wall)
         print("fixed workload done", flush=True)
+    from citerag.service.answering.write import MAX_ANSWER_TOKENS
+
+    written_max_tokens = 128 if args.stand_in else MAX_ANSWER_TOKENS
     pin_ms: list[tuple[float, float]] = []
     if prompts:
         for g in generators:
@@ -328,7 +339,7 @@ def main() -> None:
             loads.append(load_average())
             row: list[Completion | None] = [None] * len(generators)
             for i in _rotated(len(generators), qi):
-                completion, wall = timed(lambda g=generators[i]: g.chat(wp.messages, max_tokens=WRITTEN_MAX_TOKENS))
+                completion, wall = timed(lambda g=generators[i]: g.chat(wp.messages, max_tokens=written_max_tokens))
                 written[i].add(completion, wall)
                 row[i] = completion
             per_question.append(row)  # type: ignore[arg-type]
@@ -367,8 +378,8 @@ def main() -> None:
         f"fixed: {args.repeat if args.workload != 'written' else 0} x ({FIXED_PROMPT_TOKENS}-token prompt read in "
         f"full + {FIXED_GENERATED_TOKENS} tokens, end of text ignored) per variant; total s is wall time of all of them",
         f"written: {len(prompts)} answerable questions of eval/devset.jsonl over the 38 shipped abstracts; "
-        f"{EVIDENCE_SENTENCES} evidence sentences from the hybrid top {settings.ask_k} passages; messages from "
-        f"{writer_name or '-'}; Generator.chat greedy, max {WRITTEN_MAX_TOKENS} tokens, the system prefix pinned; "
+        f"the hybrid top {settings.ask_k} passages; messages from {writer_name or '-'}; Generator.chat greedy, "
+        f"max {written_max_tokens} tokens, the fixed prefix pinned; "
         "total s = wall time of the answers (prompt + generation); speed x plain = plain total / variant total",
         "gen tok/s = tokens generated / llama.cpp's predicted_ms (drafting and verification included); "
         "x plain = against the baseline row of this same run; all variants loaded side by side, questions asked of "
