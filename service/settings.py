@@ -128,12 +128,17 @@ class Settings(BaseSettings):
     # Decoding (issue 28; bench/generator_speed.py, bench/RESULTS.md). Greedy output is the plain decoder's (up to
     # the last bits of batched arithmetic); a variant that fails to load falls back to plain decoding with a warning.
     speculative: Speculative = Field(
-        "ngram-simple", description="Speculative decoding: none; ngram-simple / ngram-map-k / ngram-map-k4v / "
+        "ngram-map-k4v", description="Speculative decoding: none; ngram-simple / ngram-map-k / ngram-map-k4v / "
         "ngram-mod: the draft is what followed an earlier occurrence of the last tokens (in the prompt's evidence "
-        "or the answer so far); draft: the packaged Qwen2.5-Coder-0.5B (the small-model extra) drafts.",
+        "or the answer so far; ngram-map-k4v, the default, drafts a continuation only as long as the last one "
+        "accepted after the same tokens); draft: the packaged Qwen2.5-Coder-0.5B (the small-model extra) drafts.",
     )
     speculative_ngram: int = Field(2, ge=1, le=64, description="Speculative decoding: the n-gram looked up (tokens).")
-    speculative_draft_max: int = Field(4, ge=1, le=64, description="Speculative decoding: the longest draft (tokens).")
+    speculative_draft_max: int = Field(
+        2, ge=1, le=64, description="Speculative decoding: the longest draft (tokens). At most 2 keeps a verification "
+        "batch (<= 3 tokens) on llama.cpp's one-token kernels, so the text is the plain decoder's; longer drafts are "
+        "verified by the repacked batch kernels, whose sums differ in the last bits (bench/RESULTS.md, issue 28).",
+    )
     speculative_draft_min: int = Field(
         1, ge=0, le=64, description="Speculative decoding: the shortest draft worth verifying (ngram-mod, draft)."
     )
