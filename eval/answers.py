@@ -10,6 +10,8 @@ Definitions (per run over the dev set):
 * citation recall: share of answerable questions with at least one relevant citation;
 * out-of-range citations: ``[n]`` markers left in answers with ``n`` outside ``1..len(passages)`` (must be 0);
 * abstention accuracy: share of no-answer questions on which the service abstained;
+* readable: share of answered questions whose answer breaks none of the readability rules
+  (:mod:`citerag.eval.readability`; each answer's broken rules are listed in its record);
 * median retrieve / prompt / generate / total time in ms.
 """
 
@@ -22,9 +24,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from citerag.eval.readability import readability_problems
 from citerag.eval.retrieval import DevQuestion
 
 _MARKER = re.compile(r"\[(\d+)\]")
+#: Dev-set kinds whose answers must name every paper they cite (readability rule 4).
+SEVERAL_PAPER_KINDS = frozenset({"which-paper", "which-papers", "two-paper", "comparison", "multi_doc"})
 
 
 class CitationLike(Protocol):
@@ -81,7 +86,8 @@ class AnswerRecord:
     papers_named: int = 0  # of the question's papers, how many the answer names
     papers: int = 0
     decision: str | None = None
-    confidence: float = 0.0  # the model's P(yes) for the stated (or best) sentence; 0.0 when not asked
+    confidence: float = 0.0  # the probability that the evidence answers (the judge's); 0.0 when not asked
+    readability: tuple[str, ...] = ()  # the readability rules the answer breaks (eval/readability.py)
 
 
 def judge(question: DevQuestion, answer: AnswerLike) -> AnswerRecord:
@@ -100,10 +106,12 @@ def judge(question: DevQuestion, answer: AnswerLike) -> AnswerRecord:
             correct = correct and getattr(answer, "decision", None) == question.decision
         if question.papers:
             correct = correct and all(named)
+    several = question.kind in SEVERAL_PAPER_KINDS or getattr(answer, "kind", "") in ("which_papers", "comparison")
+    problems = () if answer.abstained else tuple(readability_problems(answer.answer, answer.citations, several))
     return AnswerRecord(
         question.qid, question.kind, correct, answer.abstained, relevant, len(answer.citations), out_of_range,
         answer.answer, answer.timings_ms, answer.reason, answer.raw, sum(named), len(named),
-        getattr(answer, "decision", None), float(getattr(answer, "confidence", 0.0)),
+        getattr(answer, "decision", None), float(getattr(answer, "confidence", 0.0)), problems,
     )
 
 
@@ -113,6 +121,7 @@ def summarise(records: list[AnswerRecord], questions: list[DevQuestion]) -> dict
     unanswerable = [r for r, q in zip(records, questions, strict=True) if not q.qrels]
     graded = [r for r in records if r.correct is not None]
     citations = sum(r.citations for r in answerable)
+    answered = sum(not r.abstained for r in records)
 
     def median(key: str) -> float:
         values = [r.timings_ms.get(key, 0.0) for r in records if not r.abstained or key == "retrieve"]
@@ -125,6 +134,7 @@ def summarise(records: list[AnswerRecord], questions: list[DevQuestion]) -> dict
         "out_of_range_citations": float(sum(r.out_of_range for r in records)),
         "papers_named": sum(r.papers_named for r in records) / max(1, sum(r.papers for r in records)),
         "abstention_accuracy": sum(r.abstained for r in unanswerable) / max(1, len(unanswerable)),
+        "readable": sum(not r.readability for r in records if not r.abstained) / max(1, answered),
         "false_abstentions": sum(r.abstained for r in answerable) / max(1, len(answerable)),
         "median_retrieve_ms": median("retrieve"),
         "median_prompt_ms": median("prompt"),

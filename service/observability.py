@@ -3,7 +3,8 @@
 Series (one registry per app, so several apps in one process never collide):
 
 * ``citerag_http_requests_total{method, route, status}`` and ``citerag_http_request_seconds{method, route}``;
-* ``citerag_answer_stage_seconds{stage}`` for ``retrieve``, ``prompt`` and ``generate``;
+* ``citerag_answer_stage_seconds{stage}`` for the answering pipeline's steps (``retrieve``, ``evidence``,
+  ``judge``, ``write``, ``verify``) and the model's ``prompt`` evaluation and ``generate`` time, and ``total``;
 * ``citerag_unhandled_errors_total{exception}``: requests answered with a JSON 500 (also in the request series);
 * ``citerag_generated_tokens_total``;
 * ``citerag_index_documents``, ``citerag_index_passages``, ``citerag_ask_queue_depth``.
@@ -32,6 +33,8 @@ _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 #: An unexpected exception is logged with its last frames only, at most this many characters: bounded log lines.
 TRACEBACK_FRAMES = 8
 TRACEBACK_CHARS = 4000
+#: The answer timings observed per stage (``timings_ms`` keys of an answer).
+ANSWER_STAGES = ("retrieve", "evidence", "judge", "write", "verify", "prompt", "generate", "total")
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 120)
 
 
@@ -98,8 +101,9 @@ class Metrics:
         )
 
     def observe_answer(self, timings_ms: dict[str, float], completion_tokens: int) -> None:
-        """Record one answer's stage times (ms in, seconds out) and generated tokens."""
-        for stage in ("retrieve", "prompt", "generate"):
+        """Record one answer's stage times (ms in, seconds out) and generated tokens: the pipeline's steps
+        (:data:`ANSWER_STAGES`) and the model's prompt evaluation and generation."""
+        for stage in ANSWER_STAGES:
             if stage in timings_ms:
                 self.stages.labels(stage).observe(timings_ms[stage] / 1000)
         self.tokens.inc(completion_tokens)

@@ -115,11 +115,11 @@ class Settings(BaseSettings):
         "700 characters; which-papers and comparison questions add each qualifying paper's best; eval/results/qa.md).",
     )
     min_confidence: float = Field(
-        0.2, ge=0.0, le=1.0, description="Abstain when the model's probability that the evidence answers the "
+        0.7, ge=0.0, le=1.0, description="Abstain when the model's probability that the evidence answers the "
         "question is below this (chosen on dev questions: eval/results/qa.md).",
     )
     min_confidence_unseen: float = Field(
-        0.4, ge=0.0, le=1.0, description="The confidence a question (not a yes/no one) needs when one of its content "
+        0.85, ge=0.0, le=1.0, description="The confidence a question (not a yes/no one) needs when one of its content "
         "words is in no indexed passage (0: off; chosen on dev questions: eval/results/qa.md).",
     )
     n_ctx: int = Field(4096, ge=512, description="Model context window (tokens).")

@@ -9,9 +9,15 @@ names each paper it cites (its label before the first sentence citing it, where 
 
 from __future__ import annotations
 
+import re
+
 from citerag.index.text import fold
 from citerag.service.answering.names import paper_label
 from citerag.service.answering.state import AnswerState, Citation
+from citerag.service.answering.write import first_word_decision
+
+
+_OPENING_DECISION = re.compile(r"^(?:yes|no|maybe)\b[,.:;]?\s*", re.IGNORECASE)
 
 
 class Compose:
@@ -41,7 +47,9 @@ class Compose:
                 item = evidence[i]
                 citations.setdefault((item.n, item.start, item.end), Citation(item.n, item.result, item.start, item.end))
         text = " ".join(parts)
-        if state.decision and not text.lower().startswith(state.decision):
-            text = f"{state.decision.capitalize()}. {text}"
+        if state.decision and first_word_decision(text) != state.decision:
+            # the decision opens the answer; a contrary first word the model wrote goes ("No, it ..." after "yes")
+            text = _OPENING_DECISION.sub("", text)
+            text = f"{state.decision.capitalize()}. {text[:1].upper()}{text[1:]}"
         state.answer = text
         state.citations = list(citations.values())

@@ -16,6 +16,7 @@ The weights (:data:`DEFAULT_WEIGHTS`) were chosen on the shared COVID-QA questio
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -36,6 +37,7 @@ MIN_WORDS = 4
 MAX_CHARS = 300
 
 Encode = Callable[[list[str]], np.ndarray]
+_DIGIT = re.compile(r"\d")
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,18 +205,30 @@ EVIDENCE_SENTENCES = 3
 MAX_EVIDENCE_CHARS = 700
 #: A question about several papers (which papers, comparisons) gets the best sentence of each paper whose best
 #: sentence scores at least this share of the best sentence's score, up to :data:`MAX_PAPERS` papers.
-PAPER_SCORE_RATIO = 0.7
+PAPER_SCORE_RATIO = 0.5
 MAX_PAPERS = 4
+
+
+def _unique(items: Sequence[Evidence]) -> list[Evidence]:
+    """``items`` without repeats (the same document span), in order."""
+    seen: set[tuple[str, int, int]] = set()
+    out = []
+    for item in items:
+        if (key := (item.doc_id, item.start, item.end)) not in seen:
+            seen.add(key)
+            out.append(item)
+    return out
 
 
 class SelectEvidence:
     """The select-evidence step: score the sentences of ``state.passages`` (:func:`select_evidence`), keep the few
     the writer reads, grouped by paper (:func:`grouped`), and emit them (``"evidence"``).
 
-    What is kept: the best ``sentences``, within ``max_chars``; for a question that names papers, the best sentence
-    of each named paper too (:func:`~citerag.service.answering.names.named_documents`); for a which-papers or
-    comparison question, the best sentence of each paper that scores at least ``paper_ratio`` of the best one, up to
-    ``max_papers``.
+    What is kept: the best ``sentences``, within ``max_chars``; for a question that names two or more papers, the
+    best sentence of each named paper too (:func:`~citerag.service.answering.names.named_documents`); for a
+    quantity question, the best sentence that states a number when none of those does; for a which-papers
+    question, only the best sentence of each paper that scores at least ``paper_ratio`` of the best one, up to
+    ``max_papers`` (and of each paper it names).
 
     Args:
         encode: the dense encoder (``list[str] -> (n, dim) float32``, L2-normalised rows).
@@ -253,37 +267,30 @@ class SelectEvidence:
         if not ranked:
             state.abstain("the passages hold no sentence to answer from")
             return
-        chosen = self.chosen(ranked, named_documents(state.info.names, state.passages),
-                             several=state.info.kind in ("which_papers", "comparison"))
+        chosen = self.chosen(ranked, named_documents(state.info.names, state.passages), state.info.kind)
         state.evidence = grouped(chosen)
         state.emit("evidence", state.evidence)
 
-    def chosen(self, ranked: list[Evidence], named: list[str], several: bool) -> list[Evidence]:
-        """The evidence to keep from ``ranked`` (best first), for a question naming the documents ``named`` and
-        asking about ``several`` papers or not (class docstring)."""
-        chosen: list[Evidence] = []
-        chars = 0
-
-        def add(item: Evidence) -> None:
-            nonlocal chars
-            if item not in chosen:
-                chosen.append(item)
-                chars += len(item.text)
-
-        add(ranked[0])
-        firsts = {}
+    def chosen(self, ranked: list[Evidence], named: list[str], kind: str = "fact") -> list[Evidence]:
+        """The evidence to keep from ``ranked`` (best first), for a question of ``kind`` that names the documents
+        ``named`` (class docstring)."""
+        firsts: dict[str, Evidence] = {}
         for item in ranked:
             firsts.setdefault(item.doc_id, item)
-        for doc_id in named if len(named) >= 2 else []:
-            if doc_id in firsts:
-                add(firsts[doc_id])
-        if several:
-            best = ranked[0].score
-            papers = [item for item in firsts.values() if item.score >= self.paper_ratio * best]
-            for item in papers[: self.max_papers]:
-                add(item)
+        if kind == "which_papers":  # the best sentence of each paper that qualifies
+            papers = [item for item in firsts.values() if item.score >= self.paper_ratio * ranked[0].score]
+            return _unique([*papers[: self.max_papers], *(firsts[d] for d in named if d in firsts)])
+        chosen = _unique([ranked[0], *(firsts[d] for d in (named if len(named) >= 2 else []) if d in firsts)])
+        chars = sum(len(item.text) for item in chosen)
         for item in ranked[1:]:
             if len(chosen) >= self.sentences or chars + len(item.text) > self.max_chars:
                 break
-            add(item)
+            if item not in chosen:
+                chosen.append(item)
+                chars += len(item.text)
+        if kind == "number" and not any(_DIGIT.search(item.text) for item in chosen):
+            # a quantity is stated by a sentence with a number: the best such sentence takes the last place
+            numeric = next((item for item in ranked if _DIGIT.search(item.text)), None)
+            if numeric is not None:
+                chosen = [*chosen[: max(1, self.sentences - 1)], numeric]
         return chosen

@@ -39,6 +39,12 @@ WH_WORDS = "what which who whom whose when where why how".split()
 #: Verbs that open a request phrased as a command ("List the ...", "Compare ...").
 IMPERATIVES = "list name give show find describe explain summarise summarize compare tell identify state".split()
 
+#: Adjectives that qualify a quantity without naming what is counted ("the maximum number", "average speed-up").
+QUANTITY_MODIFIERS = frozenset(
+    "maximum minimum max min average mean median total overall final best worst peak typical approximate exact "
+    "largest smallest highest lowest".split()
+)
+
 #: Words for the thing a paper is about: "the method", "our model", "this paper" refer to it.
 RESEARCH_NOUNS = frozenset(
     """method methods model models paper papers approach approaches work framework frameworks algorithm algorithms

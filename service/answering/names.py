@@ -28,9 +28,11 @@ _INTRODUCED = re.compile(
     r"term|establish|construct|build|release|creat)\w*\b([^.;:]{0,120})|\b(?:called|named|dubbed|termed)\s+([^.;:]{0,60})",
     re.IGNORECASE,
 )
-# A capitalised word right after the introducing verb and set off as a name: "we propose Quill (", "We introduce
-# Vesta, a ...".
-_INTRODUCED_WORD = re.compile(r"^\s*(?:the |our |an? )?([A-Z][a-z]{2,})(?=\s*[,(:]|\s+an?\s)")
+# A capitalised word right after the introducing verb and set off as a name ("we propose Quill (", "We introduce
+# Vesta, a ..."), or a run of two or more capitalised words there ("we introduce the Platonic Transformer to ...").
+_INTRODUCED_WORD = re.compile(
+    r"^\s*(?:the |our |an? )?([A-Z][a-z]{2,}(?=\s*[,(:]|\s+an?\s)|[A-Z][\w-]+(?:\s+[A-Z][\w-]+)+)"
+)
 # What follows a token used as a modifier, not a name: a lower-case word ("VLA model", "KV cache", "LLM-based").
 _NEXT_WORD = re.compile(r"^(?:[-–]|\s+)([a-z]\w*)")
 # A plural acronym is a common noun ("LLMs", "GPUs", "MLPs"), not a coined name.
@@ -64,6 +66,8 @@ def coined_name(text: str) -> str | None:
     'LU-KV'
     >>> coined_name("We introduce a VLA model, XR-1, trained on many robots.")
     'XR-1'
+    >>> coined_name("To resolve this, we introduce the Platonic Transformer to keep the cost.")
+    'Platonic Transformer'
     """
     folded = fold(text)
     for match in _INTRODUCED.finditer(folded):
@@ -91,10 +95,14 @@ def names_in(text: str) -> list[str]:
 
 def paper_label(document: Document) -> str | None:
     """What an answer may call ``document``: its title (readable, brackets made round so they cannot read as
-    citation markers), else the name its abstract coins (:func:`coined_name`), else ``None``."""
+    citation markers) followed by the name its abstract coins when the title does not hold it ("Generating
+    adversarial examples with graph neural networks (AdvGNN)"), else the coined name (:func:`coined_name`), else
+    ``None``."""
+    coined = coined_name(document.text)
     if document.title.strip():
-        return readable(document.title).replace("[", "(").replace("]", ")")
-    return coined_name(document.text)
+        title = readable(document.title).replace("[", "(").replace("]", ")")
+        return f"{title} ({coined})" if coined and coined.lower() not in fold(title).lower() else title
+    return coined
 
 
 def question_names(question: str) -> list[str]:

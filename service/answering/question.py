@@ -5,7 +5,8 @@ Kinds (checked in this order):
 
 * ``yes_no``: a polar question (:func:`is_yes_no`): its answer opens with the decision;
 * ``which_papers``: "Which papers/studies ...?" (:func:`asks_which_papers`): its answer names every paper;
-* ``comparison``: it names two or more things, or asks to compare ("How do A and B differ?");
+* ``comparison``: it asks to compare ("How do A and B differ?", "A versus B"), or asks about two or more things it
+  names, joined by "and" / "or" ("What do Harmonic-NAS and AutoCoG each optimise?");
 * ``number``: it asks for a quantity or a date ("How many ...", "What percentage ...", "When ...");
 * ``definition``: "What is X?" / "What are X?" with nothing more asked;
 * ``fact``: anything else.
@@ -20,7 +21,7 @@ from typing import Literal
 
 from citerag.index.text import fold
 from citerag.index.tokenize import tokenize
-from citerag.service.answering.language import AUXILIARIES, FUNCTION_WORDS, IMPERATIVES, WH_WORDS
+from citerag.service.answering.language import AUXILIARIES, FUNCTION_WORDS, IMPERATIVES, QUANTITY_MODIFIERS, WH_WORDS
 from citerag.service.answering.names import question_names
 from citerag.service.conversation import Standalone, Turn, standalone
 
@@ -45,6 +46,12 @@ _QUANTITY = re.compile(
     r"|\b(?:what|which) (?:is |was |are |were )?(?:the )?(?:percentage|percent|proportion|fraction|number|share|"
     r"rate|ratio|amount|size|count|accuracy|speed-?up|score)\b"
     r"|^\s*(?:when|(?:in )?(?:what|which) (?:year|date|month))\b",
+    re.IGNORECASE,
+)
+# "How many GPUs were ...", "how much data is ...": the counted noun phrase, up to a verb, a preposition or the end.
+_COUNTED = re.compile(
+    r"\bhow (?:many|much)\s+(?P<np>[^?,;]+?)(?=\s+(?:is|are|was|were|do|does|did|has|have|had|can|could|will|would|"
+    r"should|in|on|for|of|to|by|from|with|at|per|than)\b|\s*[?,;]|\s*$)",
     re.IGNORECASE,
 )
 _DEFINITION = re.compile(r"^\s*what (?:is|are) (?:an? |the )?(?P<subject>[^?,;]{1,80}?)\s*\??\s*$", re.IGNORECASE)
@@ -108,6 +115,32 @@ def content_terms(question: str) -> list[tuple[str, str]]:
     return [(word, token) for token, word in seen.items()]
 
 
+def counted_terms(question: str) -> tuple[str, ...]:
+    """The BM25 terms of what a counting question counts ("How many GPUs were used?" -> ``('gpus',)``), quantity
+    modifiers ("maximum", "average") left out; ``()`` for other questions.
+
+    >>> counted_terms("How many GPUs were used to train XR-1?"), counted_terms("How much training data does EDEN use?")
+    (('gpus',), ('train', 'data'))
+    >>> counted_terms("How many parameters does the largest model have?"), counted_terms("What is EDEN?")
+    (('paramet',), ())
+    >>> counted_terms("By up to how much does V1-Infer raise Pass@1?")
+    ()
+    """
+    match = _COUNTED.search(fold(question))
+    if match is None or match.group("np").split()[0].lower() in AUXILIARIES:
+        return ()  # "how much does X raise Y": a degree, not a counted thing
+    words = [w for w in re.findall(r"[^\W_]+", match.group("np")) if w.lower() not in QUANTITY_MODIFIERS]
+    return tuple(dict.fromkeys(t for word in words if word.lower() not in FUNCTION_WORDS for t in tokenize(word)))
+
+
+def _joined(question: str, names: Sequence[str]) -> bool:
+    """Whether two of ``names`` stand in ``question`` joined by "and", "or", "vs" or a comma ("SV2P and Error Encoding
+    Networks")."""
+    folded = fold(question)
+    return any(re.search(rf"{re.escape(a)}\W+(?:(?:and|or|vs\.?|versus)\s+|,\s*)(?:the\s+)?{re.escape(b)}", folded)
+               for a in names for b in names if a != b)
+
+
 def question_kind(question: str, names: Sequence[str] = ()) -> QuestionKind:
     """The kind of ``question`` (module docstring), given the names it mentions.
 
@@ -115,12 +148,14 @@ def question_kind(question: str, names: Sequence[str] = ()) -> QuestionKind:
     ('yes_no', 'which_papers')
     >>> question_kind("How many parameters does EDEN have?"), question_kind("What is the Platonic Transformer?")
     ('number', 'definition')
+    >>> question_kind("What do Harmonic-NAS and AutoCoG each optimise?", ["Harmonic-NAS", "AutoCoG"])
+    'comparison'
     """
     if is_yes_no(question):
         return "yes_no"
     if asks_which_papers(question):
         return "which_papers"
-    if len(names) >= 2 or _COMPARE.search(question):
+    if _COMPARE.search(question) or _joined(question, names):
         return "comparison"
     if _QUANTITY.search(question):
         return "number"
@@ -140,6 +175,7 @@ class QuestionInfo:
         kind: :data:`QuestionKind` (module docstring).
         names: the names it mentions (:func:`~citerag.service.answering.names.question_names`), in order.
         terms: ``(word, BM25 token)`` of its content words (:func:`content_terms`).
+        counted: the BM25 terms of what a counting question counts (:func:`counted_terms`), else ``()``.
         follow_up: why it was read as a follow-up (``"refers back: 'it'"``, ``"continuation"``, ``"short"``), or ``""``.
         keep: documents an earlier answer cited, kept as retrieval candidates for a follow-up.
     """
@@ -149,6 +185,7 @@ class QuestionInfo:
     kind: QuestionKind
     names: tuple[str, ...] = ()
     terms: tuple[tuple[str, str], ...] = ()
+    counted: tuple[str, ...] = ()
     follow_up: str = ""
     keep: tuple[str, ...] = field(default_factory=tuple)
 
@@ -169,7 +206,8 @@ def analyse(question: str, history: Sequence[Turn] = ()) -> QuestionInfo:
     names = tuple(question_names(resolved.question))
     return QuestionInfo(
         asked=question.strip(), text=resolved.question, kind=question_kind(resolved.question, names), names=names,
-        terms=tuple(content_terms(resolved.question)), follow_up=resolved.reason, keep=resolved.keep,
+        terms=tuple(content_terms(resolved.question)), counted=counted_terms(resolved.question),
+        follow_up=resolved.reason, keep=resolved.keep,
     )
 
 

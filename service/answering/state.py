@@ -80,6 +80,7 @@ class AnswerState:
         confidence: probability in ``[0, 1]`` that the evidence answers the question (judge; 1.0 when the evidence
             score alone decided it).
         decision: ``"yes"``/``"no"``/``"maybe"`` for a yes/no question (write), else ``None``.
+        decision_probabilities: the model's probabilities of yes/no/maybe behind ``decision`` (write).
         written: the model's text as written (write).
         truncated: the model stopped at its token limit, mid-sentence perhaps (write).
         statements: the checked sentences (verify).
@@ -102,6 +103,7 @@ class AnswerState:
     evidence: list[Evidence] = field(default_factory=list)
     confidence: float = 0.0
     decision: str | None = None
+    decision_probabilities: dict[str, float] = field(default_factory=dict)
     written: str = ""
     truncated: bool = False
     statements: list[Statement] = field(default_factory=list)

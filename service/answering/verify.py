@@ -7,13 +7,17 @@ A sentence is *supported* by evidence sentences when (:func:`check`):
   so a number is never altered;
 * every name it uses (a name-shaped token such as ``LU-KV``, or a capitalised word inside the sentence) is in them,
   in the question, or in a paper's label;
-* at least :data:`MIN_SUPPORT` of its content words (BM25 terms: stemmed, function words left out) are in them, the
-  question or the labels: the model may join the evidence's words with its own ("reaches", "uses"), not bring new
-  ones.
+* at least :data:`MIN_SUPPORT` of the content words it adds to the question (BM25 terms: stemmed, function words
+  left out) are in them or in the papers' labels: the model may join the evidence's words with its own ("reaches",
+  "uses"), not bring new ones; a sentence that only restates the question says nothing and is not supported (a
+  yes/no answer adds its decision, and all its words must then be supported).
 
 A sentence that its own markers do not support is given to the evidence sentence that does, if one does; otherwise
 it is dropped. When no written sentence survives, the answer is the evidence sentence most like the first one the
-model wrote, itself (``origin="extract"``; the best-scored evidence sentence when the model wrote nothing). A sentence that opens with a pronoun ("We ...", "This ...") gets its paper's label as its
+model wrote, itself (``origin="extract"``; the best-scored evidence sentence when the model wrote nothing), or, with
+``fallback="abstain"``, the service abstains. An answer about several papers (which papers, a comparison) covers
+each: a paper the question names that no kept sentence rests on gets its own evidence sentence, and so does every
+paper of the evidence when nothing was kept. A sentence that opens with a pronoun ("We ...", "This ...") gets its paper's label as its
 subject (:func:`~citerag.service.answering.subject.name_subject`); an unfinished last sentence (the token limit) is
 dropped.
 """
@@ -23,8 +27,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
-from citerag.index.text import readable, split_sentences
+from citerag.index.text import fold, readable, split_sentences
 from citerag.index.tokenize import tokenize
 from citerag.service.answering.evidence import Evidence
 from citerag.service.answering.language import (
@@ -45,7 +50,9 @@ MIN_SUPPORT = 0.75
 MAX_SENTENCES = 3
 #: What an answer calls a paper that has neither a title nor a coined name.
 UNNAMED_SUBJECT = "The paper"
+Fallback = Literal["extract", "abstain"]
 _WORD = re.compile(r"[^\W_]+(?:[-–][^\W_]+)*")
+_ALNUM = re.compile(r"[\W_]+")
 _CAPITALISED = re.compile(r"(?<=\s)[A-Z][\w-]*")
 _DECISION_WORDS = {"yes", "no", "maybe"}
 
@@ -74,24 +81,41 @@ def content_tokens(text: str) -> set[str]:
     return {t for word in _WORD.findall(text) if word.lower() not in FUNCTION_WORDS for t in tokenize(word)}
 
 
-def check(sentence: str, sources: Iterable[str], context: Iterable[str] = ()) -> Check:
-    """Check ``sentence`` (readable text, no markers) against ``sources`` (readable evidence texts), with
-    ``context`` (the question, the paper labels) counting as known words and numbers (module docstring).
+def check(sentence: str, sources: Iterable[str], question: str = "", labels: Iterable[str] = (),
+          yes_no: bool = False) -> Check:
+    """Check ``sentence`` (readable text, no markers) against ``sources`` (readable evidence texts) and ``labels``
+    (the names of the papers they come from), for ``question`` (module docstring).
+
+    The words a sentence shares with the question restate it and need no support; what it adds must be in
+    ``sources`` or ``labels``, and it must add something beyond the papers' names (a bare "LU-KV, GLEAN" says
+    nothing). Its names must be in ``sources`` or ``labels`` (compared by their letters and digits: ``M2AD`` is in
+    "M$^2$AD"): a name taken from the question is not evidence that this paper says the thing, which keeps one paper's
+    finding from being given to another. For a ``yes_no`` answer, whose decision is what it adds, all its words
+    count, the question's included.
 
     >>> check("ASMC reaches 80.6% exact-match accuracy", ["ASMC attains 80.6% exact-match accuracy."]).supported()
     True
     >>> check("ASMC reaches 86.0% accuracy", ["ASMC attains 80.6% exact-match accuracy."]).missing_numbers
     ('86.0',)
+    >>> check("The paper studies speech recognition", ["ASMC attains 80.6%."], "Which paper studies speech recognition?").coverage
+    0.0
+    >>> check("PolyNeXt uses Platonic symmetries", ["It is equivariant to Platonic symmetries."], "What does PolyNeXt use?",
+    ...       ["Platonic Transformer"]).missing_names
+    ('PolyNeXt',)
     """
-    sources, context = list(sources), list(context)
-    known_text = " ".join([*sources, *context])
+    sources, labels = list(sources), list(labels)
+    known_text = " ".join([*sources, *labels])
     known = content_tokens(known_text) | _DECISION_WORDS
-    numbers = set(number_values(known_text))
-    terms = content_tokens(sentence)
-    coverage = len(terms & known) / len(terms) if terms else 1.0
+    label_terms = content_tokens(" ".join(labels))
+    asked = content_tokens(question)
+    numbers = set(number_values(known_text)) | set(number_values(question))
+    terms = content_tokens(sentence) - _DECISION_WORDS
+    added = terms if yes_no else terms - asked
+    coverage = len(added & known) / len(added) if added - label_terms else 0.0
     missing_numbers = tuple(n for n in dict.fromkeys(number_values(sentence)) if n not in numbers)
     names = [*names_in(sentence), *_CAPITALISED.findall(" " + sentence.split(" ", 1)[-1])]
-    missing_names = tuple(n for n in dict.fromkeys(names) if not set(tokenize(n)) <= known)
+    letters = _ALNUM.sub("", fold(known_text).lower())
+    missing_names = tuple(n for n in dict.fromkeys(names) if _ALNUM.sub("", fold(n).lower()) not in letters)
     return Check(coverage, missing_numbers, missing_names)
 
 
@@ -120,67 +144,112 @@ def written_sentences(text: str, truncated: bool) -> list[tuple[str, list[int]]]
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class _Context:
+    """What a written sentence is checked with besides its evidence: the question, each evidence sentence's paper
+    label and whether the question is a yes/no one (:func:`check`)."""
+
+    question: str
+    texts: list[str]
+    labels: list[str | None]
+    yes_no: bool
+
+    def check(self, sentence: str, indexes: Sequence[int]) -> Check:
+        labels = [label for i in indexes if (label := self.labels[i])]
+        return check(sentence, [self.texts[i] for i in indexes], self.question, labels, self.yes_no)
+
+
 class Verify:
     """Check the written sentences against the evidence and keep what is supported (module docstring):
     ``state.statements``.
 
     Args:
         min_support: :data:`MIN_SUPPORT`.
-        max_sentences: the most sentences kept (>= 1).
+        max_sentences: the most sentences kept (>= 1) in an answer about one paper.
+        fallback: what happens when no written sentence is supported: ``"extract"`` (the evidence's own sentence)
+            or ``"abstain"``.
 
     Raises:
-        ValueError: ``min_support`` outside ``[0, 1]`` or ``max_sentences`` below 1.
+        ValueError: ``min_support`` outside ``[0, 1]``, ``max_sentences`` below 1, or an unknown ``fallback``.
     """
 
     name = "verify"
 
-    def __init__(self, min_support: float = MIN_SUPPORT, max_sentences: int = MAX_SENTENCES) -> None:
+    def __init__(
+        self, min_support: float = MIN_SUPPORT, max_sentences: int = MAX_SENTENCES, fallback: Fallback = "extract",
+    ) -> None:
         if not 0.0 <= min_support <= 1.0 or max_sentences < 1:
             raise ValueError(f"min_support must be in [0, 1] and max_sentences >= 1, got {min_support}, {max_sentences}")
+        if fallback not in ("extract", "abstain"):
+            raise ValueError(f"fallback must be 'extract' or 'abstain', got {fallback!r}")
         self.min_support = min_support
         self.max_sentences = max_sentences
+        self.fallback = fallback
 
     def run(self, state: AnswerState) -> None:
         assert state.info is not None
         evidence = state.evidence
         texts = [readable(e.text) for e in evidence]
         labels = [paper_label(e.result.document) for e in evidence]
-        context = [readable(state.info.text), *(label for label in labels if label)]
+        context = _Context(readable(state.info.text), texts, labels, state.info.kind == "yes_no")
         statements: list[Statement] = []
         closest: list[int] = []  # for each sentence that failed, the evidence sentence most like it
         for body, cited in written_sentences(state.written, state.truncated):
             indexes = [i - 1 for i in dict.fromkeys(cited) if 1 <= i <= len(evidence)]
-            support = self._supporting(body, indexes, texts, context, evidence)
+            support = self._supporting(body, indexes, context, evidence)
             if support is None:
                 closest.append(max(range(len(evidence)), key=lambda i: (check(body, [texts[i]]).coverage,
                                                                         evidence[i].score)))
                 continue
             statements.append(Statement(body, support))
-        if not statements and evidence:
+        if not statements and self.fallback == "abstain":
+            state.abstain("no sentence the model wrote is supported by the evidence it cites")
+            return
+        if state.info.kind in ("which_papers", "comparison"):
+            statements = self._each_paper(statements, state, texts)
+        elif not statements and evidence:
             best = closest[0] if closest else max(range(len(evidence)), key=lambda i: evidence[i].score)
             statements.append(Statement(texts[best].rstrip(".!?;:, "), (best,), "extract"))
         named = [self._named(s, labels) for s in statements]
-        state.statements = list({s.text: s for s in named}.values())[: self.max_sentences]
+        several = state.info.kind in ("which_papers", "comparison")  # one sentence a paper, as many as the evidence
+        state.statements = list({s.text: s for s in named}.values())[: None if several else self.max_sentences]
 
     def _supporting(
-        self, body: str, indexes: Sequence[int], texts: Sequence[str], context: Sequence[str],
-        evidence: Sequence[Evidence],
+        self, body: str, indexes: Sequence[int], context: _Context, evidence: Sequence[Evidence],
     ) -> tuple[int, ...] | None:
         """The evidence indexes that support ``body``: its own markers' when they do, else the one evidence
         sentence (or the sentences of one paper) that does best; ``None`` when nothing does."""
-        if indexes and check(body, [texts[i] for i in indexes], context).supported(self.min_support):
+        if indexes and context.check(body, indexes).supported(self.min_support):
             return tuple(indexes)
         candidates: list[tuple[float, tuple[int, ...]]] = []
-        for i in range(len(texts)):
-            result = check(body, [texts[i]], context)
+        for i in range(len(evidence)):
+            result = context.check(body, [i])
             if result.supported(self.min_support):
                 candidates.append((result.coverage, (i,)))
         for doc_id in dict.fromkeys(e.doc_id for e in evidence):
             group = tuple(i for i, e in enumerate(evidence) if e.doc_id == doc_id)
-            result = check(body, [texts[i] for i in group], context)
+            result = context.check(body, group)
             if len(group) > 1 and result.supported(self.min_support):
                 candidates.append((result.coverage - 0.01, group))  # one sentence is the tighter citation
         return max(candidates)[1] if candidates else None
+
+    @staticmethod
+    def _each_paper(statements: list[Statement], state: AnswerState, texts: Sequence[str]) -> list[Statement]:
+        """An answer about several papers covers each: a paper the question names that no kept sentence rests on
+        (every paper of the evidence when none was kept) gets its own evidence sentence."""
+        from citerag.service.answering.names import named_documents
+
+        assert state.info is not None
+        evidence = state.evidence
+        firsts: dict[str, int] = {}
+        for i, item in enumerate(evidence):
+            firsts.setdefault(item.doc_id, i)
+        named = named_documents(state.info.names, state.passages)
+        wanted = [d for d in named if d in firsts] if statements or named else list(firsts)
+        covered = {evidence[i].doc_id for s in statements for i in s.evidence}
+        extracts = [Statement(texts[firsts[d]].rstrip(".!?;:, "), (firsts[d],), "extract")
+                    for d in wanted if d not in covered]
+        return [*statements, *extracts]
 
     @staticmethod
     def _named(statement: Statement, labels: Sequence[str | None]) -> Statement:

@@ -4,10 +4,11 @@ streamed as it is written, and a yes/no question gets its decision.
 The model cites evidence sentences as ``[i]`` (their numbers in the prompt); the stream shows each marker as the
 ``[n]`` of the passage holding that sentence, the number the final answer uses (:class:`MarkerStream`).
 
-A yes/no question's decision is the answer's first word when it is one of yes/no/maybe (the model was told to
-open with it); otherwise the model is asked for one word after its own answer, which serves as the draft it
-decides from (:func:`~citerag.service.answering.prompts.decision_messages`; on PubMedQA's dev half a free draft
-before the decision lifted accuracy from 0.41 to 0.56).
+A yes/no question's answer states what the evidence concludes about the question; then the model is asked for one
+word, yes, no or maybe, after its own answer, which serves as the draft it decides from
+(:func:`~citerag.service.answering.prompts.decision_messages`; on PubMedQA's dev half a free draft before the
+decision lifted accuracy from 0.41 to 0.56, and asked to open with the decision the model answered "No" to every yes/no
+question of the dev sets: ``eval/results/qa.md``). The answer then opens with the decision (compose).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def first_word_decision(text: str) -> str | None:
 
 class Write:
     """Write the answer: ``state.written`` (streamed as ``"token"`` events through :class:`MarkerStream`), and for
-    a yes/no question ``state.decision`` (module docstring).
+    a yes/no question ``state.decision``, decided after it (module docstring).
 
     Args:
         generator: the loaded chat model.
@@ -111,11 +112,7 @@ class Write:
         state.truncated = completion.finish_reason == "length"
         if not yes_no:
             return
-        state.decision = first_word_decision(state.written)
-        if state.decision is None:
-            choice = choose(self.generator, decision_messages(messages, state.written), DECISION_GRAMMAR,
-                            list(DECISIONS), pin=True)
-            state.add_model_time(choice.completion.prompt_ms, choice.completion.generate_ms, 1)
-            state.decision = choice.best
-        else:
-            self.generator.pin(messages)
+        choice = choose(self.generator, decision_messages(messages, state.written), DECISION_GRAMMAR, list(DECISIONS),
+                        pin=True)
+        state.add_model_time(choice.completion.prompt_ms, choice.completion.generate_ms, 1)
+        state.decision, state.decision_probabilities = choice.best, choice.probabilities

@@ -34,7 +34,7 @@ class FixedGenerator:
     """A chat model with fixed outputs: ``written`` is the text the writer writes (streamed in 3-character pieces),
     ``judge`` the probability of "yes" for the judge's question, ``decision`` the yes/no/maybe probabilities."""
 
-    fixed_messages = 3
+    fixed_messages = 7
 
     def __init__(self, written: str = "", judge: float = 0.9, decision: dict[str, float] | None = None) -> None:
         self.written, self.judge, self.decision = written, judge, decision or {"yes": 0.6, "no": 0.3, "maybe": 0.1}

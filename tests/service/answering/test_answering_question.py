@@ -30,7 +30,9 @@ def test_yes_no_questions(question: str, yes_no: bool) -> None:
     [("Does ASMC beat best-of-n?", "yes_no"),
      ("Which papers use Sequential Monte Carlo, and for what?", "which_papers"),
      ("Which studies measured viral load in children?", "which_papers"),
-     ("How do SV2P and Error Encoding Networks each model uncertainty?", "comparison"),
+     ("How do SV2P and Error Encoding Networks differ in modelling uncertainty?", "comparison"),
+     ("What speed-up does LU-KV reach on OLMoE and DeepSeek-V2?", "comparison"),  # names joined: each is asked for
+     ("What speed-up does LU-KV reach on OLMoE?", "number"),
      ("How does telephone counseling compare with tailored print?", "comparison"),
      ("How many parameters does the largest model have?", "number"),
      ("What percentage of mothers were enrolled?", "number"),

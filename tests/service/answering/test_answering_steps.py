@@ -26,14 +26,15 @@ def _state(question: str, passages, sentences: int = 3) -> AnswerState:
 
 # --- prompts -------------------------------------------------------------------------------------------------------
 
-def test_the_judge_prompt_extends_the_writer_prompt() -> None:
+def test_the_writer_prompt_extends_the_judge_prompt() -> None:
     state = _state("How much memory does LU-KV keep?", [result("ml", ML), result("covid", COVID, rank=2)])
     writer, judge = writer_messages(state.info, state.evidence), judge_messages(state.info, state.evidence)
-    assert writer[:FIXED_MESSAGES] == judge[:FIXED_MESSAGES]  # the cached system prompt and worked example
+    assert len(judge) == FIXED_MESSAGES + 1 and writer[: len(judge)] == judge  # after the judge, few new tokens
     assert judge[-1]["content"].endswith(JUDGE_QUESTION)
-    assert judge[-1]["content"].startswith(writer[-1]["content"].split("\nGive the")[0])
-    assert "Paper: LU-KV\n[1] " in writer[-1]["content"]  # grouped under the paper's coined name
-    assert "10%" in writer[-1]["content"] and "4×" in writer[-1]["content"]  # readable math, not 10\\% or $4\\times$
+    assert [m["content"] for m in writer[len(judge):]] == ["yes", "Write the answer. Answer in one sentence with the number and its unit."]
+    assert "Paper: LU-KV\n[1] " in judge[-1]["content"]  # grouped under the paper's coined name
+    assert "10%" in judge[-1]["content"] and "4×" in judge[-1]["content"]  # readable math, not 10\\% or $4\\times$
+    assert "LU-KV" not in " ".join(m["content"] for m in judge[:FIXED_MESSAGES])  # the examples are invented
 
 
 # --- judge ---------------------------------------------------------------------------------------------------------
@@ -42,7 +43,7 @@ def test_the_judge_abstains_below_the_threshold_and_keeps_its_prefix_cached() ->
     state = _state("What is the main cause of HIV-1 infection in children?", [result("covid", COVID)])
     generator = FixedGenerator(judge=0.1)
     Judge(generator).run(state)
-    assert state.abstained and "confidence 0.10 < 0.20" in state.reason
+    assert state.abstained and "confidence 0.10 < 0.70" in state.reason
     assert generator.calls[0]["pin"] is False and generator.pins == 1  # re-pinned: the writer will not run
     sure = _state("What is the main cause of HIV-1 infection in children?", [result("covid", COVID)])
     Judge(FixedGenerator(judge=0.9)).run(sure)
@@ -70,15 +71,16 @@ def test_a_word_no_passage_holds_needs_the_higher_confidence() -> None:
     searcher = VocabularySearcher([result("covid", COVID)])
     question = "Which glacier retreat did the HIV-1 mothers study measure?"
     state = _state(question, searcher.results)
-    Judge(FixedGenerator(judge=0.3), searcher).run(state)
+    Judge(FixedGenerator(judge=0.8), searcher).run(state)
     assert state.abstained and "no indexed passage mentions 'glacier', 'retreat', 'measure'," in state.reason
+    assert "confidence 0.80 < 0.85" in state.reason
     sure = _state(question, searcher.results)
     Judge(FixedGenerator(judge=0.9), searcher).run(sure)
     assert not sure.abstained  # strong evidence makes up for the unseen words (a paraphrase)
     small = VocabularySearcher(searcher.results)
     small.vocabulary_size = 1_608  # the 38 shipped abstracts: an ordinary word's absence means nothing
     few = _state(question, searcher.results)
-    Judge(FixedGenerator(judge=0.3), small).run(few)
+    Judge(FixedGenerator(judge=0.8), small).run(few)
     assert not few.abstained
     with pytest.raises(ValueError, match="min_confidence"):
         Judge(FixedGenerator(), min_confidence=1.5)
@@ -97,20 +99,17 @@ def test_the_stream_shows_passage_numbers_even_when_a_marker_is_split() -> None:
     assert "".join(shown) == "LU-KV keeps 10% memory [2]."  # evidence [i] is passage 2; [99] is no evidence
 
 
-def test_the_writer_streams_and_a_yes_no_decision_is_its_first_word() -> None:
+def test_the_writer_streams_and_a_yes_no_decision_follows_the_answer() -> None:
     state = _state("Does telephone counseling increase mammography use?", [result("pubmed", PUBMED)])
     tokens: list[str] = []
     state.on_event = lambda kind, payload: tokens.append(payload) if kind == "token" else None
-    generator = FixedGenerator("No, telephone counseling increased mammography use by 12% [1].")
+    generator = FixedGenerator("Telephone counseling increased mammography use by 12% [1].",
+                               decision={"yes": 0.7, "no": 0.2, "maybe": 0.1})
     Write(generator).run(state)
-    assert state.decision == "no" and "".join(tokens) == state.written
-    assert generator.pins == 1 and len(generator.calls) == 1  # decided by its first word: no second call
-    other = _state("Does telephone counseling increase mammography use?", [result("pubmed", PUBMED)])
-    asked = FixedGenerator("Telephone counseling increased mammography use by 12% [1].",
-                           decision={"yes": 0.7, "no": 0.2, "maybe": 0.1})
-    Write(asked).run(other)
-    assert other.decision == "yes" and len(asked.calls) == 2  # the answer was the draft it decided from
-    assert asked.calls[1]["messages"][-2]["content"] == asked.written
+    assert state.decision == "yes" and "".join(tokens) == state.written
+    assert [c["grammar"] is None for c in generator.calls] == [True, False]  # written, then decided
+    assert generator.calls[0]["pin"] is False and generator.calls[1]["pin"] is True
+    assert generator.calls[1]["messages"][-2]["content"] == generator.written  # its answer is the draft
     assert first_word_decision("Maybe: it depends.") == "maybe" and first_word_decision("Yesterday") is None
 
 
@@ -229,3 +228,18 @@ def test_the_pipeline_stops_at_an_abstention() -> None:
     answer = evidence_pipeline(far, generator, HashEmbedder().encode).ask("Who won the 2018 FIFA World Cup?")
     assert answer.abstained and "no passage is close enough" in answer.reason and generator.calls == []
     assert "evidence" not in answer.timings_ms and answer.citations == []
+
+
+def test_a_contrary_opening_word_gives_way_to_the_decision() -> None:
+    state = _composed("Does tailored print increase mammography use?", [result("pubmed", PUBMED)],
+                      [Statement("No, tailored print raised it", (0,))], decision="yes")
+    assert state.answer == "Yes. Tailored print raised it [1]."
+
+
+def test_a_which_papers_answer_falls_back_to_each_papers_own_sentence() -> None:
+    passages = [result("ml", ML), result("ml2", ML2, rank=2)]
+    state = _state("Which papers propose a method with a lower error or less memory?", passages)
+    state.written = "LU-KV and GP-EquiFlow [1][2]."  # names only: says nothing
+    Verify().run(state)
+    assert [s.origin for s in state.statements] == ["extract", "extract"]
+    assert {state.evidence[s.evidence[0]].doc_id for s in state.statements} == {"ml", "ml2"}

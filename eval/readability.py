@@ -1,0 +1,53 @@
+"""Readability rules for written answers, checked over every dev set (``eval/answers.py``) and in tests:
+
+1. **No pronoun opening**: no sentence of the answer opens with We, Our, This, These, It, They, Here or "In this
+   work" (:data:`~citerag.service.answering.language.PRONOUN_OPENING`): the answer names its subject.
+2. **No mid-sentence start**: the answer starts with a capital letter, a digit or a name (``mSGD``), not with a
+   lower-case word or punctuation.
+3. **No mid-sentence end**: each sentence ends with a full stop, question or exclamation mark (after its markers),
+   and its last word before the markers is not a function word ("... of a standard [1].").
+4. **Every cited paper named** (which-papers and comparison answers): each cited document's label (its title or
+   the name its abstract coins, when it has one) appears in the answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from citerag.index.text import fold, split_sentences
+from citerag.service.answering.language import CITATION_MARKER, FUNCTION_WORDS, PRONOUN_OPENING
+from citerag.service.answering.names import paper_label
+
+_LAST_WORD = re.compile(r"([^\W_][\w-]*)\W*$")
+
+
+def readability_problems(answer: str, citations: Sequence[Any] = (), name_papers: bool = False) -> list[str]:
+    """The rules (module docstring) ``answer`` breaks, one line each (``[]``: none). ``citations`` need
+    ``result.document`` (for rule 4, applied when ``name_papers``).
+
+    >>> readability_problems("We perform SMC over trajectories [1].")
+    ["opens with a pronoun: 'We perform SMC over trajectories [1].'"]
+    >>> readability_problems("same budget, ASMC attains 80.6% [1]. It is the cost of a [1].")
+    ['starts mid-sentence', "opens with a pronoun: 'It is the cost of a [1].'", "ends mid-sentence: 'It is the cost of a [1].'"]
+    """
+    problems: list[str] = []
+    text = answer.strip()
+    sentences = [text[s:e] for s, e in split_sentences(text)]
+    if text and not (text[0].isupper() or text[0].isdigit() or re.match(r"[a-z]+[A-Z0-9]", text)):
+        problems.append("starts mid-sentence")
+    for sentence in sentences:
+        if PRONOUN_OPENING.match(sentence):
+            problems.append(f"opens with a pronoun: {sentence!r}")
+    for sentence in sentences:
+        body = CITATION_MARKER.sub("", sentence).strip()
+        last = _LAST_WORD.search(body.rstrip(".!?"))
+        if not re.search(r"[.!?]$", sentence.strip()) or (last and last.group(1).lower() in FUNCTION_WORDS):
+            problems.append(f"ends mid-sentence: {sentence!r}")
+    if name_papers:
+        for citation in citations:
+            label = paper_label(citation.result.document)
+            if label and fold(label).lower() not in fold(text).lower():
+                problems.append(f"does not name {label!r}")
+    return list(dict.fromkeys(problems))
