@@ -111,17 +111,36 @@ _TOKEN = re.compile(
     re.VERBOSE | re.DOTALL,
 )
 _COMMAND_STYLE: dict[str, Style] = {"emph": "em", "textit": "em", "textbf": "strong", "texttt": "code"}
-# Where an opened emphasis closes: the same marker after a non-space (a single * or _ not inside a word).
+# Where an opened emphasis may close: the same marker after a non-space (CommonMark's "right-flanking" run, as
+# :func:`_closes` checks); a code span closes at the next backtick.
 _CLOSE = {
     "**": re.compile(r"(?<=\S)\*\*"),
     "__": re.compile(r"(?<=\S)__"),
-    "*": re.compile(r"(?<=[^\s*])\*(?![\w*])"),
-    "_": re.compile(r"(?<=[^\s_])_(?!\w)"),
+    "*": re.compile(r"(?<=[^\s*])\*(?!\*)"),
+    "_": re.compile(r"(?<=[^\s_])_(?!_)"),
     "`": re.compile(r"`"),
 }
 # Text that holds none of these characters has no markup and no whitespace to fold but single spaces.
 MARKUP_CHARS = re.compile(r"[\\*_`${}]|\s(?<! )|  ")
 _SPACES = re.compile(r"\s+")
+
+
+def _closes(text: str, match: re.Match[str]) -> bool:
+    """Whether the marker ``match`` can close emphasis (CommonMark 0.31, "right-flanking delimiter run"): after a
+    non-space, and after punctuation only when a space, punctuation or the end follows; ``_`` never inside a word
+    (``window.__pwned`` opens nothing that ``.__x`` would close)."""
+    marker = match.group()
+    if marker == "`":
+        return True
+    before = text[match.start() - 1]
+    after = text[match.end()] if match.end() < len(text) else " "
+    if _punctuation(before) and not (after.isspace() or _punctuation(after)):
+        return False
+    return not (marker[0] == "_" and after.isalnum())
+
+
+def _punctuation(ch: str) -> bool:
+    return not ch.isalnum() and not ch.isspace()
 
 
 def _closing_brace(text: str, start: int, end: int) -> int:
@@ -170,7 +189,7 @@ def _pieces(text: str, start: int, end: int, styles: tuple[Style, ...]) -> list[
             piece = Piece(match.start(), match.end(), "", "markup", styles)
         else:  # strong, em, code
             marker = match.group()
-            closing = _CLOSE[marker].search(text, match.end(), end)
+            closing = next((c for c in _CLOSE[marker].finditer(text, match.end(), end) if _closes(text, c)), None)
             style = {"strong": "strong", "em": "em", "code": "code"}[kind]
             if closing is not None and "\n\n" not in text[match.end():closing.start()]:
                 inner = (match.end(), closing.start(), styles + (style,))  # type: ignore[operator]

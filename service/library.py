@@ -66,12 +66,12 @@ class StreamEvent:
     data: list[PassageOut] | list[EvidenceOut] | str | AskResponse
 
     def json(self) -> dict[str, Any]:
-        """The event's ``data`` as the HTTP stream sends it."""
+        """The event's ``data`` as the HTTP stream sends it (JSON types: lists, not tuples)."""
         if isinstance(self.data, AskResponse):
-            return self.data.model_dump()
+            return self.data.model_dump(mode="json")
         if isinstance(self.data, str):
             return {"text": self.data}
-        return {self.kind: [item.model_dump() for item in self.data]}
+        return {self.kind: [item.model_dump(mode="json") for item in self.data]}
 
 
 class Library:
@@ -281,7 +281,8 @@ class Library:
             valid = _DOCUMENTS.validate_python(list(documents))
         except ValidationError as exc:
             raise InvalidRequest.of(exc) from None
-        return WriteReportOut.of(self._backend().write(distinct([item.to_document() for item in valid])))
+        docs = distinct([item.to_document() for item in valid])
+        return WriteReportOut.of(self._backend().write(docs))
 
     def delete(self, doc_ids: str | Sequence[str]) -> WriteReportOut:
         """Remove documents and all their passages (``DELETE /documents/{doc_id}``), as one write.
