@@ -136,7 +136,7 @@ def test_the_export_has_one_numbered_reference_per_cited_passage_quoting_the_sto
 def _readme_example() -> str:
     """The README's Python example: the ```python block after the line naming it."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("<!-- python-api-example -->", 1)[1]
+    section = readme.split("<!-- python-api-example", 1)[1]
     return section.split("```python\n", 1)[1].split("```", 1)[0]
 
 
