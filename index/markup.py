@@ -122,7 +122,8 @@ _CLOSE = {
 }
 # Text that holds none of these characters has no markup and no whitespace to fold but single spaces.
 MARKUP_CHARS = re.compile(r"[\\*_`${}]|\s(?<! )|  ")
-_SPACES = re.compile(r"\s+")
+#: A whitespace run (read as one space).
+SPACES = re.compile(r"\s+")
 
 
 def _closes(text: str, match: re.Match[str]) -> bool:
@@ -223,7 +224,7 @@ def _fold_spaces(pieces: list[Piece]) -> tuple[Piece, ...]:
     for piece in _merged(pieces):
         text = piece.text
         if piece.kind == "math":
-            text = _SPACES.sub(" ", text)
+            text = SPACES.sub(" ", text)
         if ends_with_space:
             text = text.lstrip()
         if text != piece.text:
@@ -298,7 +299,8 @@ _SIMPLE_SCRIPT = re.compile(r"[-+]?[\w.]+|\\[A-Za-z]+")
 # too (2.5 × 10^4), but not after a lone number (128×).
 _RELATION = re.compile(r"\s*([=<>≤≥≈≠≪≫≡∝→←⇒⇐⇔↔∈∉⊂⊆⊃⊇])\s*")
 _OPERATOR = re.compile(r"(?<=\S)\s*([×·±∓÷])\s*(?=\S)")
-_MACRO = re.compile(r"\\([A-Za-z]+)")
+#: A LaTeX command's name (``\\mathcal`` -> ``mathcal``); :func:`~citerag.index.text.fold` drops the backslash too.
+MACRO = re.compile(r"\\([A-Za-z]+)")
 
 
 @lru_cache(maxsize=8192)
@@ -318,10 +320,10 @@ def math_text(latex: str) -> str:
     try:
         out = _latex2text().latex_to_text(source)
     except Exception:  # noqa: BLE001 - pylatexenc raises bare IndexError/KeyError on some malformed input
-        out = _MACRO.sub(r"\1", latex).replace("{", "").replace("}", "")
+        out = MACRO.sub(r"\1", latex).replace("{", "").replace("}", "")
     out = _RELATION.sub(r" \1 ", out)
     out = _OPERATOR.sub(r" \1 ", out)
-    return _SPACES.sub(" ", out).strip()
+    return SPACES.sub(" ", out).strip()
 
 
 @lru_cache(maxsize=1)

@@ -10,17 +10,15 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from citerag.index.markup import readable
+from citerag.index.markup import MACRO, SPACES, readable
 
 __all__ = ["display_label", "fold", "readable", "split_sentences"]
 
 # \href{url}{text} -> text ; \cmd{arg} -> arg ; \cmd -> cmd ; $ and Markdown emphasis dropped.
 _HREF = re.compile(r"\\href\{[^{}]*\}\{([^{}]*)\}")
 _CMD_WITH_ARG = re.compile(r"\\[A-Za-z]+\*?\{([^{}]*)\}")
-_BARE_CMD = re.compile(r"\\([A-Za-z]+)")
 _ESCAPED = re.compile(r"\\([%&#_{}$])")
 _MARKUP = re.compile(r"\*\*|__|`|\$|[{}]")
-_SPACES = re.compile(r"\s+")
 # Every pattern above needs one of these characters: a text without any is left as it is by all of them.
 _MARKUP_CHARS = re.compile(r"[\\*_`${}]")
 
@@ -43,11 +41,11 @@ def fold(text: str) -> str:
                 break
             out = unwrapped
         out = _ESCAPED.sub(r"\1", out)
-        out = _BARE_CMD.sub(r"\1", out)
+        out = MACRO.sub(r"\1", out)
         out = _MARKUP.sub("", out)
     out = unicodedata.normalize("NFKC", out)
     if "  " in out or not out.isprintable():  # whitespace other than single spaces (any other is unprintable)
-        out = _SPACES.sub(" ", out)
+        out = SPACES.sub(" ", out)
     return out.strip()
 
 

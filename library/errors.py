@@ -12,15 +12,8 @@ says what to do. The HTTP service answers each with a status code (:func:`citera
 
 from __future__ import annotations
 
-from citerag.index.errors import (
-    BackendUnavailable,
-    CiteragError,
-    DocumentNotFound,
-    IndexMismatch,
-    IndexNotFound,
-    IngestError,
-    ModelNotFound,
-)
+from citerag.index.errors import BackendUnavailable, CiteragError, DocumentNotFound, IndexMismatch, IndexNotFound
+from citerag.index.errors import IngestError, ModelNotFound
 from citerag.index.recovery import IndexUnrecoverable
 from citerag.index.wal import WriteLogDamaged
 from citerag.service.errors import InvalidRequest, Overloaded, Unauthorized, WritesDisabled

@@ -74,35 +74,26 @@ class StreamEvent:
         return {self.kind: [item.model_dump(mode="json") for item in self.data]}
 
 
+@dataclass
 class Library:
     """An index of abstracts to search and ask (module docstring). Make one with :meth:`open` or :meth:`build`.
 
-    Args:
+    Attributes:
         backend: the search backend (the embedded index or Milvus).
         answerer: returns the answering pipeline, loading the model the first time (a call that waits).
         default_k: passages an answer reads when ``ask`` gives no ``k``.
         history_max_turns, history_max_chars: the bounds of an ``ask`` history (more: :class:`InvalidRequest`).
         observe: receives every finished answer (the service counts them in its metrics).
+        built: what :meth:`build` changed (``None`` for a library that was opened).
     """
 
-    #: What :meth:`build` changed (``None`` for a library that was opened).
+    backend: SearchBackend | None
+    answerer: Callable[[], AnswerPipeline] | None = None
+    default_k: int = 8
+    history_max_turns: int = 20
+    history_max_chars: int = 16_000
+    observe: Callable[[Answer], None] | None = None
     built: WriteReportOut | None = None
-
-    def __init__(
-        self,
-        backend: SearchBackend | None,
-        answerer: Callable[[], AnswerPipeline] | None = None,
-        default_k: int = 8,
-        history_max_turns: int = 20,
-        history_max_chars: int = 16_000,
-        observe: Callable[[Answer], None] | None = None,
-    ) -> None:
-        self.backend = backend
-        self._answerer = answerer
-        self.default_k = default_k
-        self.history_max_turns = history_max_turns
-        self.history_max_chars = history_max_chars
-        self._observe = observe
 
     # -- opening and building ------------------------------------------------------------------------------------
 
@@ -214,8 +205,8 @@ class Library:
         if stream:
             return self._stream(pipeline, request, k, turns)
         answer = pipeline.ask(request.question, k=k, filters=request.filters, history=turns)
-        if self._observe is not None:
-            self._observe(answer)
+        if self.observe is not None:
+            self.observe(answer)
         return AskResponse.of(answer)
 
     def document(self, doc_id: str) -> DocumentOut:
@@ -300,9 +291,9 @@ class Library:
         return self.backend
 
     def _pipeline(self) -> AnswerPipeline:
-        if self._answerer is None:
+        if self.answerer is None:
             raise IndexNotFound("this library has no answerer: open one with citerag.open(index_dir)")
-        return self._answerer()
+        return self.answerer()
 
     def _turns(self, history: Sequence[HistoryItem]) -> list[Turn]:
         """``history`` as turns, checked like ``/ask``'s ``history`` and against this library's bounds."""
@@ -354,8 +345,8 @@ class Library:
                 elif kind == "token":
                     yield StreamEvent("token", payload)
                 elif kind == "answer":
-                    if self._observe is not None:
-                        self._observe(payload)
+                    if self.observe is not None:
+                        self.observe(payload)
                     yield StreamEvent("answer", AskResponse.of(payload))
                     return
                 elif kind == "error":

@@ -74,3 +74,9 @@ def test_plain_text_is_one_escaped_piece() -> None:
     shown = display("Tom & Jerry <b>not bold</b>")
     assert shown.html == '<span data-s="0" data-e="27">Tom &amp; Jerry &lt;b&gt;not bold&lt;/b&gt;</span>'
     assert shown.map == ((0, 27, 0, 27),)
+
+
+def test_display_math_is_a_block_and_inline_math_is_inline() -> None:
+    shown = display("Inline $x_i$ and display $$\\sum_{i=1}^{n} x_i$$ and \\[y^2\\] and \\(z\\).")
+    assert shown.html.count('<math display="inline">') == 2 and shown.html.count('<math display="block">') == 2
+    assert shown.text == "Inline x_i and display ∑_(i = 1)^n x_i and y^2 and z."
