@@ -14,6 +14,7 @@ attributes, so a document's formula could otherwise carry markup into the page.
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -97,11 +98,34 @@ def mathml(latex: str, block: bool = False) -> str:
     from latex2mathml.converter import convert
 
     try:
-        return convert(latex, display="block" if block else "inline")
+        return _edge_operators(convert(latex, display="block" if block else "inline"))
     except Exception:  # noqa: BLE001 - latex2mathml raises many kinds on malformed input
         from citerag.index.markup import math_text
 
         return html.escape(math_text(latex), quote=False)
+
+
+# The first and the last operator of a formula, when the formula is one row (what latex2mathml writes).
+_FIRST_MO = re.compile(r'^(<math[^>]*><mrow>)<mo((?: [a-z]+="[^"]*")*)>(&#x[0-9A-Fa-f]+;|[^<])</mo>')
+_LAST_MO = re.compile(r'<mo((?: [a-z]+="[^"]*")*)>(&#x[0-9A-Fa-f]+;|[^<])</mo>(</mrow></math>)$')
+_FENCES = set("()[]{}|‖⟨⟩")
+_BINARY = set("+−-×·∗±∓÷")
+
+
+def _edge_operators(mathml: str) -> str:
+    """``mathml`` spaced as TeX spaces a formula's edges: an operator that opens a formula has no space before it
+    (``p95 $=1318$s``), one that closes it none after it, and a binary operator that closes it is an ordinary
+    symbol (``$128\\times$``: 128×, not 128 ×); fences keep theirs."""
+    first = _FIRST_MO.match(mathml)
+    if first and html.unescape(first.group(3)) not in _FENCES:
+        mathml = f'{first.group(1)}<mo{first.group(2)} lspace="0">{first.group(3)}</mo>{mathml[first.end():]}'
+    last = _LAST_MO.search(mathml)
+    if last and html.unescape(last.group(2)) not in _FENCES:
+        symbol = html.unescape(last.group(2))
+        spacing = ' lspace="0" rspace="0"' if symbol in _BINARY else ' rspace="0"'
+        attributes = last.group(1).replace(' lspace="0"', "") if symbol in _BINARY else last.group(1)
+        mathml = f"{mathml[:last.start()]}<mo{attributes}{spacing}>{last.group(2)}</mo>{last.group(3)}"
+    return mathml
 
 
 def sanitize(fragment: str) -> str:

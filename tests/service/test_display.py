@@ -47,7 +47,7 @@ def _top_level_spans(html: str) -> list[tuple[int, int]]:
 def test_math_is_mathml_and_emphasis_is_tagged() -> None:
     shown = display(ASMC)
     assert shown.text == "reaching p95 = 1318s on MATH500 at 128×. ASMC attains 80.6% exact-match accuracy, V₁ and this."
-    assert shown.html.count("<math") == 2 and "<mn>1318</mn>" in shown.html and "<mo>×</mo>" in shown.html
+    assert shown.html.count("<math") == 2 and "<mn>1318</mn>" in shown.html and ">×</mo>" in shown.html
     assert "<strong>V₁</strong>" in shown.html and "<em>this</em>" in shown.html
     assert "80.6</span><span" in shown.html  # 80.6 and the escaped % are separate pieces, both shown
 
@@ -80,3 +80,11 @@ def test_display_math_is_a_block_and_inline_math_is_inline() -> None:
     shown = display("Inline $x_i$ and display $$\\sum_{i=1}^{n} x_i$$ and \\[y^2\\] and \\(z\\).")
     assert shown.html.count('<math display="inline">') == 2 and shown.html.count('<math display="block">') == 2
     assert shown.text == "Inline x_i and display ∑_(i = 1)^n x_i and y^2 and z."
+
+
+def test_a_formula_s_edge_operators_are_spaced_as_tex_spaces_them() -> None:
+    """``128\\times`` ends with an ordinary ×, not one spaced for operands it does not have; ``=1318`` opens
+    without space before the =; fences keep their spacing."""
+    assert '<mn>128</mn><mo lspace="0" rspace="0">×</mo>' in display("at $128\\times$.").html
+    assert '<mo lspace="0">=</mo><mn>1318</mn>' in display("p95 $=1318$s").html
+    assert '<mo stretchy="false">(</mo>' in display("$(L+1)$").html
