@@ -3,7 +3,8 @@ of it comes from, so a display offset maps back to a stored offset and citation 
 
 Stored text is never changed (:mod:`citerag.index.text`). :func:`parse` cuts it into :class:`Piece` objects:
 
-* math: ``$...$`` (one line, not ``\\$``), ``\\(...\\)``, and display math ``$$...$$``, ``\\[...\\]``: readable
+* math: ``$...$`` (one line, not ``\\$``, no space inside either dollar, as pandoc reads it; and not money: a
+  digit after each dollar, ``US$98 billion to US$261 billion``), ``\\(...\\)``, and display math ``$$...$$``, ``\\[...\\]``: readable
   Unicode by pylatexenc's LaTeX-to-text (``$128\\times$`` -> ``128×``, ``$\\mathcal{O}(\\log N)$`` ->
   ``𝒪(log N)``, ``$=1318$`` -> ``= 1318``), the formula kept for the page, which renders it as MathML
   (:mod:`citerag.service.display`);
@@ -100,7 +101,7 @@ class Markup:
 
 _TOKEN = re.compile(
     r"""(?P<block>(?<!\\)\$\$(?P<block_tex>.+?)(?<!\\)\$\$|\\\[(?P<bracket_tex>.+?)\\\])
-    |(?P<inline>\\\((?P<paren_tex>.+?)\\\)|(?<!\\)\$(?P<dollar_tex>[^$\n]+?)(?<!\\)\$)
+    |(?P<inline>\\\((?P<paren_tex>.+?)\\\)|(?<!\\)\$(?=\S)(?P<dollar_tex>[^$\n]+?)(?<=\S)(?<!\\)\$)
     |(?P<href>\\href\{[^{}]*\}\{)
     |(?P<command>\\(?P<name>emph|textit|textbf|texttt|textsc|textrm|textsf|textup|underline|mbox|text)\{)
     |(?P<escape>\\[%&\#_{}$])
@@ -129,7 +130,8 @@ SPACES = re.compile(r"\s+")
 def _closes(text: str, match: re.Match[str]) -> bool:
     """Whether the marker ``match`` can close emphasis (CommonMark 0.31, "right-flanking delimiter run"): after a
     non-space, and after punctuation only when a space, punctuation or the end follows; ``_`` never inside a word
-    (``window.__pwned`` opens nothing that ``.__x`` would close)."""
+    (``window.__pwned`` opens nothing that ``.__x`` would close), nor a single ``*`` (stricter than CommonMark:
+    ``*1*1`` and ``*2*2`` are genotypes)."""
     marker = match.group()
     if marker == "`":
         return True
@@ -137,7 +139,15 @@ def _closes(text: str, match: re.Match[str]) -> bool:
     after = text[match.end()] if match.end() < len(text) else " "
     if _punctuation(before) and not (after.isspace() or _punctuation(after)):
         return False
-    return not (marker[0] == "_" and after.isalnum())
+    # a single marker never closes inside a word: "*1*1", "CYP2C19*2*2" are allele names, not emphasis
+    return not ((marker[0] == "_" or len(marker) == 1) and after.isalnum())
+
+
+def _money(text: str, match: re.Match[str]) -> bool:
+    """Whether the ``$...$`` ``match`` is two amounts of money, not a formula: a digit follows each dollar
+    (``$98 billion to US$261``); ``Mixtral-8$\\times$7B`` is a formula."""
+    tex = match.group("dollar_tex")
+    return tex is not None and tex[0].isdigit() and text[match.end():match.end() + 1].isdigit()
 
 
 def _punctuation(ch: str) -> bool:
@@ -174,6 +184,10 @@ def _pieces(text: str, start: int, end: int, styles: tuple[Style, ...]) -> list[
         kind = match.lastgroup
         inner: tuple[int, int, tuple[Style, ...]] | None = None  # a group whose content is parsed on
         close_end = match.end()
+        if kind == "inline" and _money(text, match):
+            out.append(Piece(at, match.start() + 1, text[at:match.start() + 1], "text", styles))
+            at = match.start() + 1
+            continue
         if kind in ("block", "inline"):
             latex = next(g for g in match.group("block_tex", "bracket_tex", "paren_tex", "dollar_tex") if g is not None)
             piece = Piece(match.start(), match.end(), math_text(latex), "math", styles, latex, kind == "block")
@@ -191,8 +205,11 @@ def _pieces(text: str, start: int, end: int, styles: tuple[Style, ...]) -> list[
         else:  # strong, em, code
             marker = match.group()
             closing = next((c for c in _CLOSE[marker].finditer(text, match.end(), end) if _closes(text, c)), None)
+            if closing is not None and len(marker) == 1 and marker in text[match.end():closing.start()]:
+                closing = None  # a single * or _ closes at the next one or not at all ("*1*1 and *2*2")
             style = {"strong": "strong", "em": "em", "code": "code"}[kind]
-            if closing is not None and "\n\n" not in text[match.end():closing.start()]:
+            if closing is not None and "\n\n" not in text[match.end():closing.start()] \
+                    and (kind != "em" or any(ch.isalpha() for ch in text[match.end():closing.start()])):
                 inner = (match.end(), closing.start(), styles + (style,))  # type: ignore[operator]
                 close_end = closing.end()
             piece = Piece(match.start(), match.end(), "", "markup", styles)

@@ -10,7 +10,9 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from citerag.index.markup import MACRO, SPACES, readable
+from citerag.index.markup import MACRO as _BARE_CMD
+from citerag.index.markup import SPACES as _SPACES
+from citerag.index.markup import readable
 
 __all__ = ["display_label", "fold", "readable", "split_sentences"]
 
@@ -41,11 +43,11 @@ def fold(text: str) -> str:
                 break
             out = unwrapped
         out = _ESCAPED.sub(r"\1", out)
-        out = MACRO.sub(r"\1", out)
+        out = _BARE_CMD.sub(r"\1", out)
         out = _MARKUP.sub("", out)
     out = unicodedata.normalize("NFKC", out)
     if "  " in out or not out.isprintable():  # whitespace other than single spaces (any other is unprintable)
-        out = SPACES.sub(" ", out)
+        out = _SPACES.sub(" ", out)
     return out.strip()
 
 

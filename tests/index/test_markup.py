@@ -46,6 +46,8 @@ class TestReadable:
         ("bound $2^{3L^2}$ and $\\max_{i,j}|S_{ij}|$", "bound 2^(3L^2) and max_(i,j)|S_ij|"),
         ("see \\href{https://x.org}{our code}", "see our code"),
         ("a\n\n  b", "a b"),
+        ("from US$98 billion to US$261 billion", "from US$98 billion to US$261 billion"),
+        ("on Mixtral-8$\\times$7B", "on Mixtral-8×7B"),
     ])
     def test_math_escapes_and_emphasis(self, stored: str, shown: str) -> None:
         assert readable(stored) == shown
@@ -55,6 +57,7 @@ class TestReadable:
 
     def test_asterisks_and_underscores_that_emphasise_nothing_stay(self) -> None:
         assert readable("p < 0.05*, and 0.01* here") == "p < 0.05*, and 0.01* here"
+        assert readable("carriers of *1*1 and (*2*2) alleles, *1* only") == "carriers of *1*1 and (*2*2) alleles, *1* only"
         assert readable("window.__pwned='a' and x.__pwned='b'") == "window.__pwned='a' and x.__pwned='b'"
         assert readable("an unclosed $ sign and \\emph{open") == "an unclosed $ sign and \\emph{open"
 
