@@ -5,8 +5,8 @@ Stored text is never changed (offsets, citations and highlights point into it); 
 into pieces, each knowing the stored characters it shows. Here each piece becomes HTML: a formula is rendered as
 MathML by latex2mathml (Chromium, Firefox and Safari render MathML natively: no script, no web font, no network),
 emphasis as ``<strong>``/``<em>``/``<code>``, any other text escaped. Every piece is a ``<span data-s data-e>`` naming
-its stored span (relative to the text rendered), so a page can mark exactly the cited characters. The whole is
-sanitised by nh3 (the Ammonia HTML sanitiser) with an allow-list of those tags and of MathML's presentation
+its stored span (relative to the text rendered), so a page can mark exactly the cited characters. A fragment with
+a formula is sanitised whole by nh3 (the Ammonia HTML sanitiser) with an allow-list of those tags and of MathML's presentation
 attributes: latex2mathml copies ``\\text{...}`` into ``<mtext>`` unescaped and ``\\href``/``\\style`` into
 attributes, so a document's formula could otherwise carry markup into the page.
 """
@@ -79,8 +79,11 @@ def display(text: str) -> Display:
 
 
 def render_html(markup: Markup) -> str:
-    """``markup`` as sanitised HTML (:attr:`Display.html`)."""
-    return sanitize("".join(_piece_html(piece) for piece in markup.pieces))
+    """``markup`` as sanitised HTML (:attr:`Display.html`). Without a formula every character of the stored text
+    is escaped (``html.escape``) inside this module's own tags, so nothing is left to sanitise; with one, the whole
+    fragment goes through :func:`sanitize`."""
+    fragment = "".join(_piece_html(piece) for piece in markup.pieces)
+    return sanitize(fragment) if any(piece.kind == "math" for piece in markup.pieces) else fragment
 
 
 def _piece_html(piece: Piece) -> str:
