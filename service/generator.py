@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import threading
@@ -9,7 +10,101 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+log = logging.getLogger(__name__)
+
+#: llama.cpp's speculative decoding types the service can run (``none``: plain greedy decoding, one token a step).
+Speculative = Literal["none", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "draft"]
+SPECULATIVE_TYPES: tuple[str, ...] = ("none", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "draft")
+KV_CACHE_TYPES: tuple[str, ...] = ("f16", "q8_0", "q4_0", "f32", "bf16")
+
+
+@dataclass(frozen=True, slots=True)
+class Decoding:
+    """How the generator decodes: plain greedy, or greedy with llama.cpp's speculative decoding (a draft of
+    several tokens verified in one batch; the output is the plain decoder's, up to the last bits of batched
+    arithmetic), and the CPU settings of the context.
+
+    Attributes:
+        speculative: ``none``; ``ngram-simple`` / ``ngram-map-k`` / ``ngram-map-k4v``: the tokens that followed
+            the latest earlier occurrence (prompt or answer so far) of the last ``ngram_n`` tokens are the draft;
+            ``ngram-mod``: each draft token is looked up from the ``ngram_n`` tokens before it in a hash of the
+            prompt's n-grams, the draft going on while lookups hit; ``draft``: a small model of the same
+            tokenizer (``draft_model``) writes the draft.
+        ngram_n: the n-gram that is looked up (size_n, or ngram-mod's n_match).
+        draft_max: the longest draft (ngram size_m, ngram-mod n_max, the draft model's n_max).
+        draft_min: the shortest draft worth verifying (ngram-mod's n_min, the draft model's n_min).
+        min_hits: ngram-map-k4v: times a key must have been seen before its value is drafted.
+        draft_model: the draft model's GGUF file (``speculative="draft"``).
+        draft_p_min: the draft model stops drafting below this probability of its own best token.
+        threads_batch: CPU threads for prompt evaluation (batches); 0: the generation threads.
+        n_batch, n_ubatch: logical and physical batch sizes of prompt evaluation (0: llama.cpp's defaults).
+        cache_type: the KV cache's element type (``f16``, ``q8_0``, ...).
+        repack: let llama.cpp repack the weights at load into its interleaved CPU layouts (``Q4_K`` -> ``q4_K_8x8``:
+            faster matrix products, but a product of several tokens is summed in another order than a single
+            token's, so a verified draft's logits differ in the last bits from one-token decoding); ``False``: the
+            weights as stored, every product summed the same way whatever the batch.
+    """
+
+    speculative: Speculative = "none"
+    ngram_n: int = 3
+    draft_max: int = 4
+    draft_min: int = 1
+    min_hits: int = 1
+    draft_model: Path | None = None
+    draft_p_min: float = 0.5
+    threads_batch: int = 0
+    n_batch: int = 0
+    n_ubatch: int = 0
+    cache_type: str = "f16"
+    repack: bool = True
+    flash_attn: Literal["auto", "on", "off"] = "auto"
+
+    def describe(self) -> dict[str, Any]:
+        """The settings that matter for this decoding, for ``/health`` and ``citerag doctor``."""
+        out: dict[str, Any] = {"speculative": self.speculative}
+        if self.speculative == "draft":
+            out.update(draft_model=str(self.draft_model), draft_max=self.draft_max, draft_min=self.draft_min,
+                       draft_p_min=self.draft_p_min)
+        elif self.speculative != "none":
+            out.update(ngram_n=self.ngram_n, draft_max=self.draft_max)
+            if self.speculative == "ngram-mod":
+                out.update(draft_min=self.draft_min)
+            if self.speculative == "ngram-map-k4v":
+                out.update(min_hits=self.min_hits)
+        if self.threads_batch:
+            out["threads_batch"] = self.threads_batch
+        if self.n_batch or self.n_ubatch:
+            out.update(n_batch=self.n_batch, n_ubatch=self.n_ubatch)
+        if self.cache_type != "f16":
+            out["cache_type"] = self.cache_type
+        if not self.repack:
+            out["repack"] = False
+        if self.flash_attn != "auto":
+            out["flash_attn"] = self.flash_attn
+        return out
+
+    def label(self) -> str:
+        """A short name: ``ngram-mod n3 max4``, ``draft max4 p0.5``, ``none``; CPU settings appended."""
+        if self.speculative == "none":
+            text = "none"
+        elif self.speculative == "draft":
+            text = f"draft max{self.draft_max} min{self.draft_min} p{self.draft_p_min:g}"
+        else:
+            text = f"{self.speculative} n{self.ngram_n} max{self.draft_max}"
+            if self.speculative == "ngram-mod" and self.draft_min != 1:
+                text += f" min{self.draft_min}"
+            if self.speculative == "ngram-map-k4v" and self.min_hits != 1:
+                text += f" hits{self.min_hits}"
+        for key, value in self.describe().items():
+            if key in ("threads_batch", "n_batch", "n_ubatch", "cache_type", "repack", "flash_attn"):
+                text += f" {key}={value}"
+        return text
+
+    def plain(self) -> Decoding:
+        """The same CPU settings, no speculation."""
+        return replace(self, speculative="none")
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +120,7 @@ class Completion:
         top_logprobs: for each generated token, the model's natural-log probabilities of its most likely tokens
             at that position (token text -> logprob), taken before any grammar constrains the choice; empty unless
             asked for (``top_logprobs`` of :meth:`Generator.chat`).
+        draft_tokens, draft_accepted: speculative decoding's draft tokens proposed and accepted (0 when plain).
     """
 
     text: str
@@ -34,6 +130,8 @@ class Completion:
     generate_ms: float
     finish_reason: str
     top_logprobs: tuple[dict[str, float], ...] = ()
+    draft_tokens: int = 0
+    draft_accepted: int = 0
 
 
 class Generator:
@@ -49,34 +147,90 @@ class Generator:
         model_path: a GGUF file.
         n_ctx: context window in tokens.
         threads: CPU threads (0 = all cores).
+        decoding: speculative decoding and CPU settings (:class:`Decoding`; default plain). When the requested
+            decoding fails to load (a missing or incompatible draft model, a setting llama.cpp refuses), the model
+            is loaded with plain decoding and the same CPU settings, with a logged warning; :attr:`decoding`
+            says what runs and :attr:`fallback` why it is not what was asked.
+
+    Attributes:
+        decoding: the decoding in use.
+        requested: the decoding asked for.
+        fallback: why the requested decoding is not in use (``None`` when it is).
 
     Raises:
         FileNotFoundError: ``model_path`` does not exist.
+        RuntimeError: llama.cpp could not load the model even with plain decoding.
     """
 
-    def __init__(self, model_path: Path, n_ctx: int = 4096, threads: int = 0) -> None:
-        import xllamacpp
-
+    def __init__(self, model_path: Path, n_ctx: int = 4096, threads: int = 0, decoding: Decoding | None = None) -> None:
         if not Path(model_path).is_file():
             raise FileNotFoundError(f"generator model not found: {model_path}")
-        params = xllamacpp.CommonParams()
-        params.model.path = str(model_path)
-        params.n_ctx = n_ctx
-        params.n_parallel = 1
-        params.cache_prompt = True
-        params.verbosity = -1
-        n_threads = threads or os.cpu_count() or 2
-        params.cpuparams.n_threads = n_threads
-        params.cpuparams_batch.n_threads = n_threads
-        # xllamacpp also opens llama.cpp's HTTP server on a random loopback port; a random key keeps it private.
-        params.api_keys = [secrets.token_hex(16)]
         self.model_path = Path(model_path)
         self.n_ctx = n_ctx
-        self._server = xllamacpp.Server(params)
+        self.threads = threads or os.cpu_count() or 2
+        self.requested = decoding or Decoding()
+        self.fallback: str | None = None
+        try:
+            self._server = self._load(self.requested)
+            self.decoding = self.requested
+        except Exception as exc:  # noqa: BLE001 - any failure of a speculative variant falls back to plain decoding
+            if self.requested.speculative == "none":
+                raise
+            self.fallback = f"{self.requested.label()} failed to load ({type(exc).__name__}: {exc})"
+            log.warning("speculative decoding off: %s; generating with plain decoding", self.fallback)
+            self.decoding = self.requested.plain()
+            self._server = self._load(self.decoding)
         self._lock = threading.Lock()
         self._pinned = False
         #: Leading messages every prompt shares (system prompt, worked example): what :meth:`_pin_prefix` keeps.
         self.fixed_messages = 1
+
+    def decoding_report(self) -> dict[str, Any]:
+        """The decoding in use (:meth:`Decoding.describe`), and when it fell back, what was asked and why."""
+        report = self.decoding.describe()
+        if self.fallback is not None:
+            report.update(requested=self.requested.describe(), fallback=self.fallback)
+        return report
+
+    def _load(self, decoding: Decoding) -> Any:
+        """An xllamacpp server of the model with ``decoding``'s settings.
+
+        Raises:
+            FileNotFoundError: the draft model does not exist.
+            ValueError: a setting out of range.
+            RuntimeError: llama.cpp refused the parameters or the model.
+        """
+        import xllamacpp
+
+        params = xllamacpp.CommonParams()
+        params.model.path = str(self.model_path)
+        params.n_ctx = self.n_ctx
+        params.n_parallel = 1
+        params.cache_prompt = True
+        params.verbosity = -1
+        params.cpuparams.n_threads = self.threads
+        params.cpuparams_batch.n_threads = decoding.threads_batch or self.threads
+        if decoding.n_batch:
+            params.n_batch = decoding.n_batch
+        if decoding.n_ubatch:
+            params.n_ubatch = decoding.n_ubatch
+        params.no_extra_bufts = not decoding.repack
+        if decoding.flash_attn != "auto":
+            kind = xllamacpp.llama_flash_attn_type
+            params.flash_attn_type = (kind.LLAMA_FLASH_ATTN_TYPE_ENABLED if decoding.flash_attn == "on"
+                                      else kind.LLAMA_FLASH_ATTN_TYPE_DISABLED)
+        if decoding.cache_type != "f16":
+            if decoding.cache_type not in KV_CACHE_TYPES:
+                raise ValueError(f"cache_type {decoding.cache_type!r}: one of {', '.join(KV_CACHE_TYPES)}")
+            kind = getattr(xllamacpp.ggml_type, f"GGML_TYPE_{decoding.cache_type.upper()}")
+            params.cache_type_k = kind
+            params.cache_type_v = kind
+        if decoding.speculative != "none":
+            _speculative_params(xllamacpp, params, decoding, self.threads)
+        # xllamacpp also opens llama.cpp's HTTP server on a random loopback port; a random key keeps it private.
+        self._api_key = secrets.token_hex(16)
+        params.api_keys = [self._api_key]
+        return xllamacpp.Server(params)
 
     def chat(
         self,
@@ -176,6 +330,47 @@ class Generator:
         return _completion("".join(pieces), final["finish_reason"], final)
 
 
+def _speculative_params(xllamacpp: Any, params: Any, decoding: Decoding, threads: int) -> None:
+    """Set ``params.speculative`` (xllamacpp's ``CommonParamsSpeculative``) for ``decoding``.
+
+    The sub-structures are llama.cpp's ``common_params_speculative``: ``ngram_simple`` / ``ngram_map_k`` /
+    ``ngram_map_k4v`` (size_n, size_m, min_hits), ``ngram_mod`` (n_match, n_min, n_max) and ``draft`` (the draft
+    model's path, n_max, n_min, p_min, threads). They are set at load: the server takes no per-request override.
+
+    Raises:
+        FileNotFoundError: ``speculative="draft"`` without an existing ``draft_model``.
+        ValueError: a size out of llama.cpp's range.
+    """
+    if not 1 <= decoding.ngram_n <= 1024 or not 1 <= decoding.draft_max <= 1024 or decoding.draft_min < 0:
+        raise ValueError(f"speculative sizes out of range: n={decoding.ngram_n}, max={decoding.draft_max}, "
+                         f"min={decoding.draft_min}")
+    kind = xllamacpp.common_speculative_type
+    spec = params.speculative
+    if decoding.speculative == "draft":
+        if decoding.draft_model is None or not Path(decoding.draft_model).is_file():
+            raise FileNotFoundError(f"draft model not found: {decoding.draft_model}")
+        spec.types = [kind.COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE]
+        spec.draft.mparams.path = str(decoding.draft_model)
+        spec.draft.n_max = decoding.draft_max
+        spec.draft.n_min = decoding.draft_min
+        spec.draft.p_min = decoding.draft_p_min
+        spec.draft.cpuparams.n_threads = threads
+        spec.draft.cpuparams_batch.n_threads = decoding.threads_batch or threads
+    elif decoding.speculative == "ngram-mod":
+        spec.types = [kind.COMMON_SPECULATIVE_TYPE_NGRAM_MOD]
+        spec.ngram_mod.n_match = decoding.ngram_n
+        spec.ngram_mod.n_max = decoding.draft_max
+        spec.ngram_mod.n_min = min(decoding.draft_min, decoding.draft_max)
+    else:
+        name = decoding.speculative.replace("-", "_")  # ngram_simple, ngram_map_k, ngram_map_k4v
+        spec.types = [getattr(kind, f"COMMON_SPECULATIVE_TYPE_{name.upper()}")]
+        sizes = getattr(spec, name)
+        sizes.size_n = decoding.ngram_n
+        sizes.size_m = decoding.draft_max
+        sizes.min_hits = decoding.min_hits
+    params.speculative = spec
+
+
 def _completion(text: str, finish_reason: str, response: dict[str, Any]) -> Completion:
     timings = response.get("timings", {})
     usage = response.get("usage", {})
@@ -186,6 +381,8 @@ def _completion(text: str, finish_reason: str, response: dict[str, Any]) -> Comp
         prompt_ms=float(timings.get("prompt_ms", 0.0)),
         generate_ms=float(timings.get("predicted_ms", 0.0)),
         finish_reason=finish_reason or "stop",
+        draft_tokens=int(timings.get("draft_n", 0)),
+        draft_accepted=int(timings.get("draft_n_accepted", 0)),
     )
 
 

@@ -5,6 +5,7 @@ the evaluation runner all start here."""
 from __future__ import annotations
 
 import json
+import logging
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,16 +13,19 @@ from typing import TYPE_CHECKING
 from citerag.index.backend import Searcher
 from citerag.index.embed import Embedder, ModelEmbedder, SentenceTransformerEmbedder
 from citerag.index.embedded import EmbeddedBackend
+from citerag.index.errors import ModelNotFound
 from citerag.index.lifecycle import IndexSetup, fill_when_empty
 from citerag.index.retrieve import Retriever
 from citerag.index.store import IndexStore, LoadedIndex
 from citerag.service.answering.runner import AnswerPipeline, evidence_pipeline
-from citerag.service.generator import Generator
+from citerag.service.generator import Decoding, Generator
 from citerag.service.model_files import GENERATORS, assemble_gguf, embedding_model_dir, onnx_int8_model
 from citerag.service.settings import EmbeddingBackend, Settings, get_settings
 
 if TYPE_CHECKING:
     from citerag.index.milvus import MilvusBackend
+
+log = logging.getLogger(__name__)
 
 
 def load_embedder(settings: Settings | None = None) -> ModelEmbedder:
@@ -148,22 +152,39 @@ def generator_path(settings: Settings) -> Path:
     return assemble_gguf(GENERATORS[settings.generator], settings.cache_dir)
 
 
+def decoding(settings: Settings) -> Decoding:
+    """The generator's decoding from the settings (``speculative`` and its ``speculative_*`` parameters). The draft
+    model of ``speculative="draft"`` is the packaged Qwen2.5-Coder-0.5B; when its packages are missing the draft
+    model is left unset, so the generator falls back to plain decoding with a warning."""
+    draft_model = None
+    if settings.speculative == "draft":
+        try:
+            draft_model = assemble_gguf(GENERATORS["qwen2.5-coder-0.5b"], settings.cache_dir)
+        except ModelNotFound as exc:
+            log.warning("speculative decoding: no draft model (%s)", exc)
+    return Decoding(
+        speculative=settings.speculative, ngram_n=settings.speculative_ngram, draft_max=settings.speculative_draft_max,
+        draft_min=settings.speculative_draft_min, min_hits=settings.speculative_min_hits, draft_model=draft_model,
+        draft_p_min=settings.speculative_p_min,
+    )
+
+
 @lru_cache(maxsize=2)
-def load_generator(path: Path, n_ctx: int, threads: int) -> Generator:
-    """The chat model in the GGUF file ``path``, loaded once per process for each ``(path, n_ctx, threads)``: every
-    app and command of the process shares it, and its lock lets one generation run at a time.
+def load_generator(path: Path, n_ctx: int, threads: int, decoding: Decoding | None = None) -> Generator:
+    """The chat model in the GGUF file ``path``, loaded once per process for each ``(path, n_ctx, threads,
+    decoding)``: every app and command of the process shares it, and its lock lets one generation run at a time.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
     """
-    return Generator(path, n_ctx=n_ctx, threads=threads)
+    return Generator(path, n_ctx=n_ctx, threads=threads, decoding=decoding)
 
 
 def open_answerer(settings: Settings, retriever: Searcher) -> AnswerPipeline:
     """The answering pipeline over ``retriever`` (a retriever or a backend) with the process's generator
     (:func:`load_generator`) and the dense encoder (:func:`load_embedder`), configured by ``settings``
     (:func:`~citerag.service.answering.runner.evidence_pipeline`)."""
-    generator = load_generator(generator_path(settings), settings.n_ctx, settings.threads)
+    generator = load_generator(generator_path(settings), settings.n_ctx, settings.threads, decoding(settings))
     return evidence_pipeline(
         retriever, generator, load_embedder(settings).encode, default_k=settings.ask_k,
         min_dense_score=settings.min_dense_score, evidence_sentences=settings.evidence_sentences,

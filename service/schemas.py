@@ -327,6 +327,10 @@ class Health(BaseModel):
         "not-applicable", description="The full check of the live index version's files (sha256 of each, in the "
         "background after start; the start checked sizes and mtimes as written). failed: the version is refused "
         "(503) until the recovered one is served. not-applicable: the Milvus backend.")
+    decoding: dict[str, Any] = Field(
+        default_factory=dict, description="The answering model's decoding once it is loaded: `speculative` (none, "
+        "ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod or draft) and its sizes; with `fallback` (why) and "
+        "`requested` when the configured one failed to load and plain decoding runs instead. Empty while loading.")
 
 
 MAX_DOCUMENT_CHARS = 200_000

@@ -15,6 +15,7 @@ from pydantic_settings import (
 )
 
 from citerag.index.types import BM25Method, DenseSetting, FusionMethod
+from citerag.service.generator import Speculative
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 EmbeddingBackend = Literal["torch", "onnx-int8"]
@@ -124,6 +125,27 @@ class Settings(BaseSettings):
     n_ctx: int = Field(4096, ge=512, description="Model context window (tokens).")
     max_answer_tokens: int = Field(120, ge=16, le=2048, description="The written answer's limit (tokens).")
     threads: int = Field(0, ge=0, description="CPU threads for generation; 0 = all cores.")
+    # Decoding (issue 28; bench/generator_speed.py, bench/RESULTS.md). Greedy output is the plain decoder's (up to
+    # the last bits of batched arithmetic); a variant that fails to load falls back to plain decoding with a warning.
+    speculative: Speculative = Field(
+        "ngram-map-k4v", description="Speculative decoding: none; ngram-simple / ngram-map-k / ngram-map-k4v / "
+        "ngram-mod: the draft is what followed an earlier occurrence of the last tokens (in the prompt's evidence "
+        "or the answer so far; ngram-map-k4v, the default, drafts a continuation only as long as the last one "
+        "accepted after the same tokens); draft: the packaged Qwen2.5-Coder-0.5B (the small-model extra) drafts.",
+    )
+    speculative_ngram: int = Field(2, ge=1, le=64, description="Speculative decoding: the n-gram looked up (tokens).")
+    speculative_draft_max: int = Field(
+        2, ge=1, le=64, description="Speculative decoding: the longest draft (tokens). At most 2 keeps a verification "
+        "batch (<= 3 tokens) on llama.cpp's one-token kernels, so the text is the plain decoder's; longer drafts are "
+        "verified by the repacked batch kernels, whose sums differ in the last bits (bench/RESULTS.md, issue 28).",
+    )
+    speculative_draft_min: int = Field(
+        1, ge=0, le=64, description="Speculative decoding: the shortest draft worth verifying (ngram-mod, draft)."
+    )
+    speculative_min_hits: int = Field(1, ge=1, le=64, description="Speculative decoding: ngram-map-k4v's min hits.")
+    speculative_p_min: float = Field(
+        0.6, ge=0.0, le=1.0, description="Speculative decoding, draft: the draft model stops below this probability."
+    )
     max_queue: int = Field(8, ge=1, description="Questions admitted at once; more get 503 + Retry-After.")
     min_dense_score: float = Field(
         0.18, description="Abstain when the best passage's cosine similarity to the question is below this."

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Response
 
 from citerag.service.schemas import Health
-from citerag.service.state import MetricsDep, ServiceDep
+from citerag.service.state import MetricsDep, Service, ServiceDep
 
 router = APIRouter()
 
@@ -22,7 +24,17 @@ async def health(service: ServiceDep) -> Health:
         generator_loaded=service.loader.ready,
         generator=service.loader.state,
         index_check=str(stats.get("verification", "not-applicable")),
+        decoding=_decoding(service),
     )
+
+
+def _decoding(service: Service) -> dict[str, Any]:
+    """The loaded answering model's decoding (``{}`` until it is loaded; never waits for it)."""
+    if not service.loader.ready:
+        return {}
+    generator = getattr(service.loader.get(), "generator", None)
+    report = getattr(generator, "decoding_report", None)
+    return report() if callable(report) else {}
 
 
 @router.get("/metrics", include_in_schema=False)
