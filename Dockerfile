@@ -18,6 +18,7 @@ COPY index ./index
 COPY service ./service
 COPY data ./data
 COPY eval ./eval
+COPY library ./library
 RUN pip install --no-cache-dir .
 
 VOLUME ["/data"]

@@ -1,22 +1,26 @@
 """Text normalisation and sentence splitting shared by ingest, chunking and BM25 tokenisation.
 
 Stored text is never changed: these functions produce the *model-facing* form (what is embedded and tokenised)
-and character spans into the original.
+and character spans into the original. The display form (what a reader sees: math as Unicode, escapes resolved),
+:func:`readable`, is :mod:`citerag.index.markup`'s.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from functools import lru_cache
+
+from citerag.index.markup import MACRO as _BARE_CMD
+from citerag.index.markup import SPACES as _SPACES
+from citerag.index.markup import readable
+
+__all__ = ["display_label", "fold", "readable", "split_sentences"]
 
 # \href{url}{text} -> text ; \cmd{arg} -> arg ; \cmd -> cmd ; $ and Markdown emphasis dropped.
 _HREF = re.compile(r"\\href\{[^{}]*\}\{([^{}]*)\}")
 _CMD_WITH_ARG = re.compile(r"\\[A-Za-z]+\*?\{([^{}]*)\}")
-_BARE_CMD = re.compile(r"\\([A-Za-z]+)")
 _ESCAPED = re.compile(r"\\([%&#_{}$])")
 _MARKUP = re.compile(r"\*\*|__|`|\$|[{}]")
-_SPACES = re.compile(r"\s+")
 # Every pattern above needs one of these characters: a text without any is left as it is by all of them.
 _MARKUP_CHARS = re.compile(r"[\\*_`${}]")
 
@@ -88,51 +92,3 @@ def display_label(text: str, max_chars: int = 90) -> str:
         return first
     cut = first[:max_chars].rsplit(" ", 1)[0].rstrip(",;:")
     return cut + "…"
-
-
-# Inline math: $...$ (not an escaped \$), on one line.
-_INLINE_MATH = re.compile(r"(?<!\\)\$([^$\n]+?)(?<!\\)\$")
-# Text-mode commands with one argument whose text is kept as it is (emphasis, fonts).
-_TEXT_COMMAND = re.compile(r"\\(?:emph|textbf|textit|texttt|textsc|textrm|textsf|underline|mbox|text)\{([^{}]*)\}")
-_EMPHASIS = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*|__(?=\S)(.+?)(?<=\S)__")
-
-
-def _math_text(latex: str) -> str:
-    """One inline formula as readable Unicode (pylatexenc's LaTeX-to-text: ``128\\times`` -> ``128×``,
-    ``\\mathcal{O}(\\log N)`` -> ``𝒪(logN)``); the formula without its markup when pylatexenc cannot read it."""
-    try:
-        return _latex2text().latex_to_text(latex.replace(r"\|", "‖")).strip()
-    except Exception:  # noqa: BLE001 - pylatexenc raises bare IndexError/KeyError on some malformed input
-        return fold(latex)
-
-
-@lru_cache(maxsize=1)
-def _latex2text():  # noqa: ANN202 - a pylatexenc LatexNodes2Text
-    from pylatexenc.latex2text import LatexNodes2Text
-
-    return LatexNodes2Text(math_mode="text", strict_latex_spaces=False)
-
-
-@lru_cache(maxsize=20_000)
-def readable(text: str) -> str:
-    """``text`` as a reader should see it in plain text: inline math as Unicode, LaTeX escapes and text commands
-    resolved, Markdown emphasis removed, whitespace collapsed. Unlike :func:`fold`, characters are not
-    NFKC-normalised (``V₁`` stays ``V₁``) and no symbol is lost: ``80.6\\%`` -> ``80.6%``, ``$128\\times$`` ->
-    ``128×``, ``p95 $=1318$s`` -> ``p95 =1318s``. Every digit of ``text`` outside markup is kept, in order.
-
-    >>> readable(r"ASMC attains 80.6\\% at $128\\times$ less cost with \\emph{no} tuning, **V₁**")
-    'ASMC attains 80.6% at 128× less cost with no tuning, V₁'
-    """
-    if not _MARKUP_CHARS.search(text):
-        return _SPACES.sub(" ", text).strip()
-    out = _INLINE_MATH.sub(lambda m: _math_text(m.group(1)), text)
-    out = _HREF.sub(r"\1", out)
-    for _ in range(3):
-        unwrapped = _TEXT_COMMAND.sub(r"\1", out)
-        if unwrapped == out:
-            break
-        out = unwrapped
-    out = _ESCAPED.sub(r"\1", out)
-    out = _EMPHASIS.sub(lambda m: m.group(1) or m.group(2), out)
-    out = out.replace("`", "")
-    return _SPACES.sub(" ", out).strip()

@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import wraps
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 from pydantic import ValidationError
@@ -24,6 +24,8 @@ from citerag.service.settings import Settings
 
 if TYPE_CHECKING:
     from citerag.index.backend import WriteReport
+    from citerag.service.library import Library, StreamEvent
+    from citerag.service.schemas import AskResponse, WriteReportOut
 
 app = typer.Typer(
     name="citerag",
@@ -78,26 +80,12 @@ def _settings(index_dir: Path | None) -> Settings:
     return Settings(index_dir=index_dir) if index_dir else Settings()
 
 
-def _open_searcher(settings: Settings):  # noqa: ANN202 - a Retriever or a MilvusBackend
-    """What `search` and `ask` query: the embedded index's retriever, or the Milvus backend (CITERAG_BACKEND)."""
-    from citerag.service.pipeline import open_milvus_backend, open_retriever
+def _open_library(settings: Settings) -> Library:
+    """The Python API over the live index (:meth:`~citerag.service.library.Library.open`): recovered, never built
+    implicitly (a mistyped --index-dir must not start a build)."""
+    from citerag.service.library import Library
 
-    if settings.backend == "milvus":
-        return open_milvus_backend(settings, show_progress=False)
-    return open_retriever(settings, _open_index(settings))
-
-
-def _open_index(settings: Settings):  # noqa: ANN202 - returns LoadedIndex; imported lazily to keep --help fast
-    """The live index, recovered (:func:`citerag.index.lifecycle.recover_index`) but never built implicitly: a mistyped
-    --index-dir must not start a build."""
-    from citerag.index.errors import IndexNotFound
-    from citerag.index.lifecycle import recover_index
-    from citerag.service.pipeline import index_setup
-
-    index = recover_index(index_setup(settings), show_progress=False)
-    if index is None:
-        raise IndexNotFound(f"no index in {settings.index_dir}: run `citerag index` (or `make serve`) to build one")
-    return index
+    return Library.open(settings=settings)
 
 
 @app.callback()
@@ -110,7 +98,7 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def write_summary(report: WriteReport) -> str:
+def write_summary(report: WriteReport | WriteReportOut) -> str:
     """One line saying what a write changed: ``"3 added, 1 replaced, 0 metadata updated, 37 unchanged, 2 deleted
     (14 passages embedded)"`` (the deleted and passages parts only when not zero)."""
     line = (f"{len(report.added)} added, {len(report.replaced)} replaced, {len(report.updated)} metadata updated, "
@@ -129,25 +117,22 @@ def index_command(
 ) -> None:
     """Build the index from PATHS (default: the shipped ICML 2026 corpus), replacing the live one atomically.
     With --add, only new and changed documents are embedded and the others are kept."""
-    from citerag.index.lifecycle import add_sources, index_notes, rebuild_sources
-    from citerag.service.pipeline import index_setup
+    from citerag.service.library import Library
 
     if add and not paths:
         _fail("--add needs PATHS: the files or directories to add")
     settings = _settings(index_dir)
+    library = Library.build(None, paths or settings.corpus, add=add, settings=settings)
+    report = library.built
+    assert report is not None
     if settings.backend == "milvus":
-        from citerag.index.ingest import load_documents
-        from citerag.service.pipeline import open_milvus_backend
-
-        report = open_milvus_backend(settings).write(load_documents(paths or settings.corpus))
         console.print(f"milvus: {write_summary(report)}")
         return
-    setup = index_setup(settings)
-    index, report = add_sources(setup, paths or []) if add else rebuild_sources(setup, paths or settings.corpus)
+    stats = library.stats()
     console.print(write_summary(report))
-    console.print(f"indexed {_count(len(index.documents), 'document')}, {_count(len(index.passages), 'passage')} "
-                  f"into {index.path}")
-    for note in index_notes(index):
+    console.print(f"indexed {_count(int(stats['documents']), 'document')}, {_count(int(stats['passages']), 'passage')} "
+                  f"into {library.path}")
+    for note in library.notes():
         console.print(note)
 
 
@@ -162,24 +147,32 @@ def search(
     json_out: JsonOption = False,
     index_dir: IndexDirOption = None,
 ) -> None:
-    """Search passages."""
-    from citerag.service.schemas import PassageOut, SearchRequest, SearchResponse
+    """Search passages (math and markup shown readable; --json: the API's JSON, stored text and display form)."""
+    from citerag.index.text import readable
+    from citerag.service.schemas import SearchRequest, SearchResponse
 
-    request = SearchRequest(
+    request = SearchRequest(  # bad input fails before the index is opened
         query=query, k=k, mode=mode, one_per_doc=one_per_doc, filters=_parse_filters(filters)  # type: ignore[arg-type]
     )
-    settings = _settings(index_dir)
-    results = _open_searcher(settings).search(
-        request.query, k=request.k, mode=request.mode, one_per_doc=request.one_per_doc, filters=request.filters
+    results = _open_library(_settings(index_dir)).search(
+        request.query, k=request.k, mode=request.mode, filters=request.filters, one_per_doc=request.one_per_doc
     )
-    response = SearchResponse(query=request.query, mode=request.mode, results=[PassageOut.of(r) for r in results])
+    response = SearchResponse(query=request.query, mode=request.mode, results=results)
     if json_out:
         typer.echo(response.model_dump_json(indent=2))
         return
     table = Table("rank", "score", "bm25", "dense", "document", "passage", show_lines=True)
     for r in response.results:
-        table.add_row(str(r.rank), f"{r.score:.4f}", str(r.bm25_rank or "-"), str(r.dense_rank or "-"), r.title, r.text)
+        table.add_row(str(r.rank), f"{r.score:.4f}", str(r.bm25_rank or "-"), str(r.dense_rank or "-"),
+                      escape(readable(r.title)), escape(r.display.text))
     console.print(table)
+
+
+ExportOption = Annotated[
+    Literal["text", "markdown", "json"],
+    typer.Option("--format", help="text: the answer, its sources and timings; markdown: the answer with numbered "
+                 "references (paper, document id, cited sentence); json: the same for tools."),
+]
 
 
 @app.command()
@@ -188,55 +181,66 @@ def ask(
     question: str,
     k: Annotated[int | None, typer.Option(help="Passages retrieved (1-20; default CITERAG_ASK_K).")] = None,
     stream: Annotated[bool, typer.Option(help="Show the evidence at once and the answer as it is written.")] = True,
+    output: ExportOption = "text",
     json_out: JsonOption = False,
     index_dir: IndexDirOption = None,
 ) -> None:
     """Answer a question with numbered citations, or abstain. The evidence shows first and the answer grows under
-    it; the checked answer (every sentence verified against its evidence) and its sources follow."""
-    from citerag.service.pipeline import open_answerer
-    from citerag.service.schemas import AskRequest, AskResponse
+    it; the checked answer (every sentence verified against its evidence) and its sources follow. Math and markup
+    are shown readable (80.6%, 128×); --format markdown/json export the answer with its references."""
+    from citerag.service.export import as_json
+    from citerag.service.schemas import AskRequest
 
-    request = AskRequest(question=question, k=k)
-    settings = _settings(index_dir)
-    pipeline = open_answerer(settings, _open_searcher(settings))
-    streaming = stream and not json_out
-    answer = pipeline.ask(request.question, k=request.k, on_event=_StreamPrinter() if streaming else None)
-    response = AskResponse.of(answer)
+    request = AskRequest(question=question, k=k)  # bad input fails before the index and the model are loaded
+    library = _open_library(_settings(index_dir))
+    if stream and not json_out and output == "text":
+        response = _streamed(library.ask(request.question, request.k, stream=True))
+    else:
+        response = library.ask(request.question, request.k)
     if json_out:
         typer.echo(response.model_dump_json(indent=2))
-        return
-    _print_answer(response)
+    elif output == "markdown":
+        typer.echo(response.markdown, nl=False)
+    elif output == "json":
+        typer.echo(json.dumps(as_json(response), indent=2, ensure_ascii=False))
+    else:
+        _print_answer(response)
 
 
-class _StreamPrinter:
-    """Prints a question's stream events as they come: the evidence (dim, numbered by passage), then the answer's
-    text as it is written (dim: the checked answer follows)."""
+def _streamed(events: Iterator[StreamEvent]) -> AskResponse:
+    """Print a question's stream as it comes (the evidence, readable and dim, numbered by passage; then the answer's
+    text as it is written, dim: the checked answer follows) and return the checked answer. Stopping (Ctrl-C)
+    closes the stream, which stops the model at its next token."""
+    try:
+        for event in events:
+            if event.kind == "evidence":
+                for e in event.data:  # type: ignore[union-attr]
+                    console.print(f"[{e.n}] {e.display.text}", style="dim", markup=False, highlight=False)
+                console.print()
+            elif event.kind == "token":
+                console.print(event.data, end="", style="dim", markup=False, highlight=False)
+            elif event.kind == "answer":
+                return event.data  # type: ignore[return-value]
+    finally:
+        events.close()  # type: ignore[attr-defined]
+    raise RuntimeError("the answer stream ended before the answer")
 
-    def __call__(self, kind: str, payload: Any) -> None:
-        from citerag.index.text import readable
 
-        if kind == "question" and payload.rewritten:
-            console.print(f"[dim]answering: {escape(payload.text)}[/]", highlight=False)
-        elif kind == "evidence":
-            for e in payload:
-                console.print(f"[{e.n}] {readable(e.text)}", style="dim", markup=False, highlight=False)
-            console.print()
-        elif kind == "token":
-            console.print(payload, end="", style="dim", markup=False, highlight=False)
-
-
-def _print_answer(response: Any) -> None:  # an AskResponse
-    """The checked answer, its sources table (citations), the decision and the timings."""
+def _print_answer(response: AskResponse) -> None:
+    """The checked answer (readable), its sources table (citations), the decision and the timings."""
     from citerag.index.text import readable
 
-    console.print(f"\n[bold]{escape(response.answer)}[/]\n")
+    if response.question_used != response.question:
+        console.print(f"[dim]answering: {escape(response.question_used)}[/]", highlight=False)
+    console.print(f"\n[bold]{escape(response.answer_display.text)}[/]\n")
     if response.abstained:
         console.print(f"[dim]abstained: {escape(response.reason)}[/]")
     table = Table("n", "document", "cited sentence", "span", "rank (fused/bm25/dense)", show_lines=True)
     for c in response.citations:
         p = response.passages[c.n - 1]
         ranks = f"{p.rank} / {p.bm25_rank or '-'} / {p.dense_rank or '-'}"
-        table.add_row(f"[{c.n}]", readable(c.title), readable(c.text), f"{c.doc_id} {c.start}-{c.end}", ranks)
+        table.add_row(f"[{c.n}]", escape(readable(c.title)), escape(c.display.text), f"{c.doc_id} {c.start}-{c.end}",
+                      ranks)
     if response.citations:
         console.print(table)
     if response.decision:
@@ -254,12 +258,11 @@ def chat(
     from the earlier questions (the question answered is shown); each answer shows its evidence, grows as it is
     written, and is followed by its sources. Ctrl-C stops the current answer; Ctrl-D (end of input) leaves."""
     from citerag.service.conversation import Turn, latest_turns
-    from citerag.service.pipeline import open_answerer
-    from citerag.service.schemas import AskRequest, AskResponse
+    from citerag.service.schemas import AskRequest
 
     settings = _settings(index_dir)
     AskRequest(question="k?", k=k)  # a bad --k fails before the model loads
-    pipeline = open_answerer(settings, _open_searcher(settings))
+    library = _open_library(settings)
     history: list[Turn] = []
     console.print("[dim]Ask a question; follow-ups are read with the conversation. Ctrl-C stops an answer, "
                   "Ctrl-D leaves.[/]")
@@ -280,8 +283,7 @@ def chat(
             continue
         turns = latest_turns(history, settings.history_max_turns, settings.history_max_chars)
         try:  # Ctrl-C while the answer streams or its sources print: that answer stops, the chat goes on
-            answer = pipeline.ask(request.question, k=request.k, history=turns, on_event=_StreamPrinter())
-            response = AskResponse.of(answer)
+            response = _streamed(library.ask(request.question, request.k, history=turns, stream=True))
             _print_answer(response)
         except KeyboardInterrupt:
             console.print("\n[dim]stopped.[/]")
@@ -294,16 +296,13 @@ def chat(
 @one_line_errors
 def docs(json_out: JsonOption = False, index_dir: IndexDirOption = None) -> None:
     """List the indexed documents."""
-    from citerag.service.schemas import DocumentsPage, DocumentSummary
-
-    index = _open_index(_settings(index_dir))
-    documents = [DocumentSummary.of(d) for d in index.documents.values()]
+    library = _open_library(_settings(index_dir))
+    page = library.documents(0, max(int(library.stats()["documents"]), 1))
     if json_out:
-        page = DocumentsPage(total=len(documents), offset=0, limit=len(documents), documents=documents)
         typer.echo(page.model_dump_json(indent=2))
         return
     table = Table("doc_id", "label", "source")
-    for d in documents:
+    for d in page.documents:
         table.add_row(d.doc_id, d.label, f"{d.meta.get('source', '')}:{d.meta.get('line', '')}")
     console.print(table)
 

@@ -1,11 +1,17 @@
-"""The errors only the HTTP service raises, and how every citerag error becomes an HTTP response.
+"""The errors the service raises beside the index's own, and how every citerag error becomes an HTTP response.
 
-:class:`Overloaded`, :class:`Unauthorized` and :class:`WritesDisabled` concern admission and API keys, which only
-the service has; they derive from :class:`citerag.index.errors.CiteragError` like the index's own errors, so the one
-exception handler here (and the CLI, which maps every ``CiteragError`` to exit code 2) treats them all alike.
+:class:`InvalidRequest` is bad input to the Python API (:class:`citerag.service.library.Library`), which the HTTP
+routes call: the same field errors, with the same messages, as the 422 bodies FastAPI writes for a bad request
+body. :class:`Overloaded`, :class:`Unauthorized` and :class:`WritesDisabled` concern admission and API keys, which
+only the HTTP service has. All derive from :class:`citerag.index.errors.CiteragError` like the index's own errors,
+so the one exception handler here (and the CLI, which maps every ``CiteragError`` to exit code 2) treats them all
+alike. ``citerag.errors`` re-exports them all.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
@@ -20,6 +26,32 @@ from citerag.index.errors import (
     IngestError,
     ModelNotFound,
 )
+
+
+class InvalidRequest(CiteragError, ValueError):
+    """Bad input to the Python API: a question, query, ``k``, filter, history or document that the HTTP API would
+    answer with 422.
+
+    Attributes:
+        errors: one entry per bad field, as in the HTTP 422 body's ``detail`` without its leading ``"body"``:
+            ``{"loc": [...], "msg": ..., "type": ...}`` (the message is pydantic's, the same as the HTTP one).
+
+    The message is one line per field, ``field: message`` (``k: Input should be less than or equal to 100``).
+    """
+
+    def __init__(self, errors: Sequence[dict[str, Any]]) -> None:
+        self.errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in errors]
+        super().__init__("\n".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in self.errors))
+
+    @classmethod
+    def of(cls, exc: Any, prefix: Sequence[str | int] = ()) -> InvalidRequest:
+        """The error for a pydantic ``ValidationError`` ``exc``, each location after ``prefix``."""
+        return cls([{**e, "loc": [*prefix, *e["loc"]]} for e in exc.errors()])
+
+    @classmethod
+    def at(cls, loc: Sequence[str | int], message: str) -> InvalidRequest:
+        """One bad field at ``loc``, with ``message`` (a ``value_error``, as a pydantic validator raises)."""
+        return cls([{"loc": list(loc), "msg": message, "type": "value_error"}])
 
 
 class Overloaded(CiteragError):
@@ -39,6 +71,7 @@ class WritesDisabled(CiteragError):
 
 
 _STATUS: dict[type[CiteragError], int] = {
+    InvalidRequest: 422,
     DocumentNotFound: 404,
     IngestError: 400,
     IndexNotFound: 503,
@@ -59,6 +92,9 @@ def status_of(exc: CiteragError) -> int:
 async def citerag_error(_: Request, exc: CiteragError) -> JSONResponse:
     """Exception handler: ``{"detail": <message>, "error": <class name>}`` with the error's status code, and
     ``Retry-After`` when the service is overloaded."""
+    if isinstance(exc, InvalidRequest):  # a field error found past FastAPI's own validation: its 422 shape
+        detail = [{**error, "loc": ["body", *error["loc"]]} for error in exc.errors]
+        return JSONResponse({"detail": detail}, status_code=422)
     headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, Overloaded) else None
     return JSONResponse({"detail": str(exc), "error": type(exc).__name__}, status_code=status_of(exc), headers=headers)
 

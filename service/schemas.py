@@ -14,7 +14,9 @@ from citerag.index.search import SearchResult
 from citerag.index.types import Document
 from citerag.service.answering import Answer
 from citerag.service.answering.evidence import Evidence
+from citerag.service.answering.names import paper_label
 from citerag.service.conversation import Turn
+from citerag.service.display import display
 
 MAX_QUERY_CHARS = 2000
 #: Hard limits of a request's ``history`` (the configured ones, ``CITERAG_HISTORY_MAX_TURNS`` and
@@ -103,6 +105,27 @@ class AskRequest(BaseModel):
     _check_filters = field_validator("filters")(_valid_filters)
 
 
+class DisplayOut(BaseModel):
+    """How a stored text reads (its ``text`` field is never changed: offsets point into it).
+
+    ``map`` ties the two: each piece's ``[display_start, display_end, stored_start, stored_end]``, the stored offsets
+    relative to the stored text this display belongs to (for a passage, add its ``start`` for document offsets).
+    """
+
+    text: str = Field(description="Readable Unicode: math as Unicode (80.6%, 128×, 𝒪(log N)), LaTeX escapes and "
+                      "commands resolved, Markdown emphasis markers removed, whitespace collapsed.")
+    html: str = Field(description="Sanitised HTML for a page: math as MathML, emphasis as <strong>/<em>/<code>, "
+                      "each piece a <span data-s data-e> naming the stored characters it shows.")
+    map: list[tuple[int, int, int, int]] = Field(
+        description="[display_start, display_end, stored_start, stored_end] for each piece of text, in order.")
+
+    @classmethod
+    def of(cls, text: str) -> DisplayOut:
+        """The display form of the stored ``text`` (:func:`citerag.service.display.display`)."""
+        shown = display(text)
+        return cls(text=shown.text, html=shown.html, map=list(shown.map))
+
+
 class PassageOut(BaseModel):
     """A retrieved passage with its provenance. ``start``/``end`` are character offsets into the document."""
 
@@ -116,6 +139,7 @@ class PassageOut(BaseModel):
     dense_rank: int | None
     start: int
     end: int
+    display: DisplayOut = Field(description="How text reads (offsets in its map are into text).")
 
     @classmethod
     def of(cls, result: SearchResult) -> PassageOut:
@@ -130,6 +154,7 @@ class PassageOut(BaseModel):
             dense_rank=result.dense_rank,
             start=result.passage.start,
             end=result.passage.end,
+            display=DisplayOut.of(result.passage.text),
         )
 
 
@@ -149,6 +174,25 @@ class CitationOut(BaseModel):
     text: str
     start: int
     end: int
+    display: DisplayOut = Field(description="How text reads (offsets in its map are into text).")
+
+
+class QuoteOut(BaseModel):
+    """A cited sentence exactly as stored: ``document.text[start:end] == text``."""
+
+    start: int
+    end: int
+    text: str
+
+
+class ReferenceOut(BaseModel):
+    """One cited passage as a reference list shows it: ``[n]`` in the answer."""
+
+    n: int = Field(description="The passage's number, as the answer's [n] markers cite it.")
+    label: str = Field(description="What to call the paper: its title, or the name its abstract introduces, else its "
+                       "opening words.")
+    doc_id: str
+    quotes: list[QuoteOut] = Field(description="The sentences of this passage the answer cites, in answer order.")
 
 
 class EvidenceOut(BaseModel):
@@ -161,11 +205,12 @@ class EvidenceOut(BaseModel):
     text: str
     score: float = Field(description="Evidence score in [0, 1] (dense, BM25, rare-term coverage, passage rank).")
     used: bool = Field(description="Whether a sentence of the answer rests on this one.")
+    display: DisplayOut = Field(description="How text reads (offsets in its map are into text).")
 
     @classmethod
     def of(cls, evidence: Evidence, used: bool = False) -> EvidenceOut:
         return cls(n=evidence.n, doc_id=evidence.doc_id, start=evidence.start, end=evidence.end, text=evidence.text,
-                   score=round(evidence.score, 4), used=used)
+                   score=round(evidence.score, 4), used=used, display=DisplayOut.of(evidence.text))
 
 
 class AskResponse(BaseModel):
@@ -175,6 +220,7 @@ class AskResponse(BaseModel):
         "rewritten from the conversation's history."
     )
     answer: str
+    answer_display: DisplayOut = Field(description="How the answer reads (math as Unicode or MathML, [n] kept).")
     abstained: bool
     reason: str = Field(description="Why the service abstained; empty when it answered.")
     decision: Literal["yes", "no", "maybe"] | None = Field(
@@ -186,6 +232,12 @@ class AskResponse(BaseModel):
         "read them.",
     )
     passages: list[PassageOut]
+    references: list[ReferenceOut] = Field(
+        default_factory=list, description="One per cited passage, in the order the answer first cites them: the "
+        "paper's label, its document id and the cited sentences as stored.",
+    )
+    markdown: str = Field("", description="The answer with its numbered references as Markdown (what the page's "
+                          "'Copy with references' copies and `citerag ask --format markdown` prints).")
     timings_ms: dict[str, float] = Field(
         description="Per stage (analyse, retrieve, evidence, judge, write, verify, compose), the model's prompt "
         "evaluation and generation (prompt, generate), and total, in milliseconds."
@@ -193,11 +245,20 @@ class AskResponse(BaseModel):
 
     @classmethod
     def of(cls, answer: Answer) -> AskResponse:
-        """The response for ``answer``."""
-        return cls(
+        """The response for ``answer``, its references and their Markdown included."""
+        from citerag.service.export import markdown
+
+        references: dict[int, ReferenceOut] = {}
+        for c in answer.citations:
+            document = c.result.document
+            reference = references.setdefault(c.n, ReferenceOut(
+                n=c.n, label=paper_label(document) or document.label, doc_id=document.doc_id, quotes=[]))
+            reference.quotes.append(QuoteOut(start=c.start, end=c.end, text=document.text[c.start : c.end]))
+        response = cls(
             question=answer.asked or answer.question,
             question_used=answer.question,
             answer=answer.answer,
+            answer_display=DisplayOut.of(answer.answer),
             abstained=answer.abstained,
             reason=answer.reason,
             citations=[
@@ -209,14 +270,18 @@ class AskResponse(BaseModel):
                     text=c.result.document.text[c.start : c.end],
                     start=c.start,
                     end=c.end,
+                    display=DisplayOut.of(c.result.document.text[c.start : c.end]),
                 )
                 for c in answer.citations
             ],
             decision=answer.decision,
             evidence=[EvidenceOut.of(e, i in answer.used) for i, e in enumerate(answer.evidence)],
             passages=[PassageOut.of(p) for p in answer.passages],
+            references=list(references.values()),
             timings_ms={key: round(value, 1) for key, value in answer.timings_ms.items()},
         )
+        response.markdown = markdown(response)
+        return response
 
 
 class DocumentSummary(BaseModel):
@@ -232,7 +297,14 @@ class DocumentSummary(BaseModel):
 
 class DocumentOut(DocumentSummary):
     text: str
+    display: DisplayOut = Field(description="How text reads (offsets in its map are document offsets).")
     passages: list[dict[str, Any]] = Field(description="chunk_id, ordinal, start, end of each passage.")
+
+    @classmethod
+    def with_text(cls, doc: Document, passages: list[dict[str, Any]]) -> DocumentOut:
+        """The full document: its summary, text, display form and passage spans."""
+        return cls(**DocumentSummary.of(doc).model_dump(), text=doc.text, display=DisplayOut.of(doc.text),
+                   passages=passages)
 
 
 class DocumentsPage(BaseModel):

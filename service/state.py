@@ -2,7 +2,9 @@
 
 :class:`Service` (the retrieval backend, the answerer loading in the background, the admission gate, the write
 guard and the metrics) is made once by the app's lifespan (:mod:`citerag.service.api`) and kept on ``app.state``; a
-handler asks for it with ``service: ServiceDep`` (:func:`get_service`), never through a closure.
+handler asks for it with ``service: ServiceDep`` (:func:`get_service`), never through a closure. Handlers search,
+answer, read and write through :attr:`Service.library`, the Python API (:class:`~citerag.service.library.Library`)
+over the service's backend and answerer; admission and API keys are the HTTP service's own.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from citerag.index.errors import ModelNotFound
 from citerag.service.answering import Answer
 from citerag.service.answering.runner import AnswerPipeline
 from citerag.service.errors import Overloaded, Unauthorized, WritesDisabled
+from citerag.service.library import Library
 from citerag.service.observability import Activity, Metrics
 
 log = logging.getLogger(__name__)
@@ -191,6 +194,13 @@ class Service:
             ModelNotFound: the model failed to load.
         """
         return self.loader.get()
+
+    @property
+    def library(self) -> Library:
+        """The Python API over this service's backend and answerer, with its ``ask_k`` and history bounds; every
+        answer it gives is counted in the metrics (:meth:`observe`)."""
+        return Library(self.backend, lambda: self.answerer, self.default_k, self.history_max_turns,
+                       self.history_max_chars, self.observe)
 
     def observe(self, answer: Answer) -> None:
         """Count a finished answer in the metrics (its stage timings and generated tokens)."""

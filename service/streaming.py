@@ -18,21 +18,15 @@ keep-alive comments, as before: each event is one ``event:`` line and one ``data
 from __future__ import annotations
 
 import json
-import queue
 import threading
-from collections.abc import Callable, Generator, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Generator, Iterator
 
 import anyio
 import anyio.to_thread
 from fastapi.sse import EventSourceResponse, ServerSentEvent, format_sse_event
 from starlette.types import Receive, Scope, Send
 
-from citerag.index.filters import Filters
-from citerag.service.answering import Answer
-from citerag.service.answering.runner import AnswerPipeline
-from citerag.service.conversation import Turn
-from citerag.service.schemas import AskResponse, EvidenceOut, PassageOut
+from citerag.service.library import StreamEvent
 
 #: The stream's headers: no caching, and no buffering by an nginx proxy (the headers FastAPI's own SSE sets).
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -48,60 +42,19 @@ def encode(event: ServerSentEvent) -> bytes:
     return format_sse_event(data_str=data, event=event.event, id=event.id, retry=event.retry, comment=event.comment)
 
 
-def event_of(kind: str, payload: Any) -> ServerSentEvent:
-    """The server-sent event for one pipeline event (:data:`~citerag.service.answering.state.EventKind`)."""
-    if kind == "passages":
-        return ServerSentEvent(event="passages", data={"passages": [PassageOut.of(p).model_dump() for p in payload]})
-    if kind == "evidence":
-        return ServerSentEvent(event="evidence", data={"evidence": [EvidenceOut.of(e).model_dump() for e in payload]})
-    return ServerSentEvent(event="token", data={"text": payload})
-
-
-def answer_events(
-    pipeline: AnswerPipeline,
-    question: str,
-    k: int | None = None,
-    filters: Filters | None = None,
-    history: Sequence[Turn] = (),
-    on_done: Callable[[Answer], None] | None = None,
-) -> Generator[ServerSentEvent, None, None]:
-    """The SSE stream of one question (module docstring). The pipeline runs in a worker thread; ``on_done``
-    receives the finished :class:`~citerag.service.answering.state.Answer` (e.g. for metrics).
-
-    Args:
-        question: the question as asked; with ``history`` (earlier turns, oldest first) a follow-up is made
-            standalone by the pipeline (the final event's ``question_used``).
-    """
-    pieces: queue.Queue[tuple[str, Any]] = queue.Queue()
-    stop = threading.Event()
-
-    def on_event(kind: str, payload: Any) -> bool:
-        pieces.put((kind, payload))
-        return stop.is_set()
-
-    def work() -> None:
-        try:
-            pieces.put(("answer", pipeline.ask(question, k, filters, history, on_event)))
-        except Exception as exc:  # noqa: BLE001 - reported to the client as an error event
-            pieces.put(("error", exc))
-
-    worker = threading.Thread(target=work, name="citerag-answer", daemon=True)
-    worker.start()
+def answer_events(events: Iterator[StreamEvent]) -> Generator[ServerSentEvent, None, None]:
+    """The SSE stream of one question (module docstring): the Python API's events
+    (:meth:`~citerag.service.library.Library.ask` with ``stream=True``) as server-sent events, or an ``error`` event
+    when answering fails. Closing this generator closes ``events``, which stops the model at its next token."""
     try:
-        while True:
-            kind, payload = pieces.get()
-            if kind == "answer":
-                if on_done is not None:
-                    on_done(payload)
-                yield ServerSentEvent(event="answer", data=AskResponse.of(payload).model_dump())
-                return
-            if kind == "error":
-                yield ServerSentEvent(event="error", data={"detail": f"answering failed: {payload}"})
-                return
-            if kind != "question":  # the final event's question_used says it
-                yield event_of(kind, payload)
+        for event in events:
+            yield ServerSentEvent(event=event.kind, data=event.json())
+    except Exception as exc:  # noqa: BLE001 - reported to the client as an error event
+        yield ServerSentEvent(event="error", data={"detail": f"answering failed: {exc}"})
     finally:
-        stop.set()  # also on client disconnect (GeneratorExit): the model stops at its next token
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()  # also on client disconnect (GeneratorExit)
 
 
 def event_stream(events: Generator[ServerSentEvent, None, None], on_close: Callable[[], None]) -> EventSourceResponse:

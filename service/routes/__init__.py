@@ -7,7 +7,9 @@
 * :mod:`~citerag.service.routes.documents`: ``GET``, ``POST /documents`` and ``GET``, ``DELETE /documents/{doc_id}``.
 
 The web page at ``/`` and its assets are mounted by :func:`citerag.service.web.mount_web`. Handlers reach the shared
-state through dependencies (:data:`citerag.service.state.ServiceDep`).
+state through dependencies (:data:`citerag.service.state.ServiceDep`) and search, answer, read and write through the
+Python API (:attr:`citerag.service.state.Service.library`, a :class:`citerag.service.library.Library`); admission,
+API keys and the stream's framing are theirs.
 """
 
 from __future__ import annotations

@@ -5,15 +5,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
-from citerag.service.conversation import Turn, check_history
-from citerag.service.schemas import AskRequest, AskResponse
+from citerag.service.conversation import Turn
+from citerag.service.schemas import AskRequest, AskResponse, HistoryTurn
 from citerag.service.state import Service, ServiceDep
 from citerag.service.streaming import answer_events, event_stream
 
@@ -33,44 +32,38 @@ def ask(body: AskRequest, request: Request, service: ServiceDep) -> AskResponse 
     ``["body", "history"]``.
     """
     streaming = body.stream or "text/event-stream" in request.headers.get("accept", "")
-    turns = [turn.to_turn() for turn in body.history]
-    try:
-        check_history(turns, service.history_max_turns, service.history_max_chars)
-    except ValueError as exc:
-        raise RequestValidationError([{"loc": ("body", "history"), "msg": str(exc), "type": "value_error"}]) from exc
-    return answer_or_stream(service, body, turns, streaming, lambda response: response)
+    return answer_or_stream(service, body, body.history, streaming, lambda response: response)
 
 
 def answer_or_stream(
     service: Service,
     body: AskRequest,
-    history: list[Turn],
+    history: Sequence[HistoryTurn | Turn],
     streaming: bool,
     render: Callable[[AskResponse], Any],
     stream: Callable[[Generator[ServerSentEvent, None, None]], Generator[ServerSentEvent, None, None]] = lambda e: e,
 ) -> Any:
     """Admit the question, then answer ``body.question`` (a follow-up made standalone from ``history``) through the
-    answering pipeline: as a stream of events (passed through ``stream``, e.g. into OpenAI chunks) or at once,
-    ``render``-ing the response. The admission slot is held until the answer or the stream ends (or its client goes
-    away).
+    Python API (:meth:`~citerag.service.library.Library.ask`): as a stream of events (passed through ``stream``,
+    e.g. into OpenAI chunks) or at once, ``render``-ing the response. The admission slot is held until the answer
+    or the stream ends (or its client goes away).
 
     Raises:
         Overloaded: ``CITERAG_MAX_QUEUE`` questions are already admitted (503 with ``Retry-After``).
         ModelNotFound: the answering model failed to load (503).
+        InvalidRequest: a history over the configured bounds (422 at ``["body", "history"]``).
     """
-    k = body.k or service.default_k
+    library = service.library
     service.gate.enter()
     if streaming:
-        try:
-            pipeline = service.answerer  # waits for the model to load
-            events = stream(answer_events(pipeline, body.question, k, body.filters, history, on_done=service.observe))
+        try:  # the history is checked and the model waited for before the stream starts
+            events = library.ask(body.question, body.k, body.filters, history, stream=True)
         except BaseException:
             service.gate.leave()
             raise
-        return event_stream(events, on_close=service.gate.leave)
+        return event_stream(stream(answer_events(events)), on_close=service.gate.leave)
     try:
-        answer = service.answerer.ask(body.question, k=k, filters=body.filters, history=history)
+        response = library.ask(body.question, body.k, body.filters, history)
     finally:
         service.gate.leave()
-    service.observe(answer)
-    return render(AskResponse.of(answer))
+    return render(response)

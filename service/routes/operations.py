@@ -15,7 +15,7 @@ router = APIRouter()
 @router.get("/health")
 async def health(service: ServiceDep) -> Health:
     """Liveness, index size and whether the answering model is loaded yet; never waits for the model."""
-    stats = service.backend.stats()
+    stats = service.library.stats()
     return Health(
         status="ok",
         documents=int(stats["documents"]),

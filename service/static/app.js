@@ -2,7 +2,9 @@
 // token..., answer | error): the evidence shows as soon as it is chosen and the answer grows above it; citations open the cited span inside the full abstract (GET /documents/{id}).
 // The conversation (each turn's question and checked answer) is kept in localStorage and sent as "history", so a
 // follow-up is read with it; "New conversation" forgets it. Nothing is kept on the server.
-// Every piece of document or model text reaches the DOM as text (textContent / append(string)), never as HTML.
+// Document and model text reaches the DOM as text (textContent / append(string)), except the API's display form
+// (display.html: math as MathML, emphasis), which the service sanitised (nh3) and which is parsed here by an inert
+// DOMParser and kept only as the elements and attributes of an allow-list (safeNodes), never assigned as HTML.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -35,6 +37,43 @@ function historyOf(turns) {
     { role: "assistant", content: t.body.answer.slice(0, SENT_CHARS),
       doc_ids: [...new Set(t.body.citations.map((c) => c.doc_id))].slice(0, 20) },
   ]);
+}
+
+// The display form's elements and attributes (service/display.py sanitises to the same lists): the page's own
+// wrappers, and MathML Core's presentation elements with their presentation attributes. No URL, script or style.
+const DISPLAY_TAGS = new Set(["span", "strong", "em", "code", "math", "mrow", "mi", "mn", "mo", "ms", "mtext",
+  "mspace", "msub", "msup", "msubsup", "mfrac", "msqrt", "mroot", "mover", "munder", "munderover", "mstyle",
+  "mpadded", "mphantom", "menclose", "merror", "mtable", "mtr", "mtd", "mmultiscripts", "mprescripts", "none"]);
+const DISPLAY_ATTRIBUTES = new Set(["data-s", "data-e", "display", "mathvariant", "displaystyle", "scriptlevel",
+  "stretchy", "fence", "separator", "lspace", "rspace", "form", "largeop", "movablelimits", "accent", "accentunder",
+  "symmetric", "minsize", "maxsize", "linethickness", "width", "height", "depth", "voffset", "notation",
+  "columnalign", "rowalign", "columnspacing", "rowspacing", "columnlines", "rowlines", "frame", "columnspan",
+  "rowspan"]);
+
+// Nodes for a display form's HTML: parsed by an inert DOMParser (nothing runs, nothing loads), every element and
+// attribute outside the allow-lists removed, then moved into the page.
+function safeNodes(html) {
+  const body = new DOMParser().parseFromString(`<!doctype html><body>${html}`, "text/html").body;
+  const clean = (parent) => {
+    for (const node of Array.from(parent.childNodes)) {
+      if (node.nodeType === Node.TEXT_NODE) continue;
+      if (node.nodeType !== Node.ELEMENT_NODE || !DISPLAY_TAGS.has(node.localName)) {
+        node.remove();
+        continue;
+      }
+      for (const attribute of Array.from(node.attributes)) {
+        if (!DISPLAY_ATTRIBUTES.has(attribute.name)) node.removeAttribute(attribute.name);
+      }
+      clean(node);
+    }
+  };
+  clean(body);
+  return Array.from(body.childNodes);
+}
+
+// A display form's nodes (math as MathML), or the stored text when a response has none.
+function displayNodes(display, text) {
+  return display && typeof display.html === "string" ? safeNodes(display.html) : [text];
 }
 
 function el(tag, text, className) {
@@ -96,8 +135,45 @@ async function problem(response) {
   return `HTTP ${response.status}: ${detail}${retry ? ` (retry in ${retry} s)` : ""}`;
 }
 
-// The full abstract with characters [start, end) marked. Offsets are Python code points, so the text is split
-// into code points (Array.from), not UTF-16 units, before slicing.
+// A span showing the stored characters [from, to) as they are, with their offsets.
+function storedSpan(chars, from, to) {
+  const span = el("span", chars.slice(from, to).join(""));
+  span.dataset.s = String(from);
+  span.dataset.e = String(to);
+  return span;
+}
+
+// The document's display form (each top-level piece a span naming its stored span, data-s/data-e) with exactly the
+// stored characters [start, end) inside one <mark>. A piece cut by start or end (a formula a citation begins
+// inside) is shown as its stored characters, split there. Offsets are Python code points, so the stored text is
+// split into code points (Array.from), not UTF-16 units, before slicing.
+function markedNodes(doc, start, end) {
+  const chars = Array.from(doc.text);
+  if (!doc.display) return [chars.slice(0, start).join(""), el("mark", chars.slice(start, end).join("")), chars.slice(end).join("")];
+  const before = [];
+  const inside = [];
+  const after = [];
+  for (const node of safeNodes(doc.display.html)) {
+    const s = Number(node.dataset && node.dataset.s);
+    const e = Number(node.dataset && node.dataset.e);
+    if (!Number.isInteger(s) || !Number.isInteger(e)) continue;
+    if (e <= start) before.push(node);
+    else if (s >= end) after.push(node);
+    else if (s >= start && e <= end) inside.push(node);
+    else {
+      if (s < start) before.push(storedSpan(chars, s, start));
+      inside.push(storedSpan(chars, Math.max(s, start), Math.min(e, end)));
+      if (e > end) after.push(storedSpan(chars, end, e));
+    }
+  }
+  const mark = el("mark");
+  mark.dataset.s = String(start);
+  mark.dataset.e = String(end);
+  mark.append(...inside);
+  return [...before, mark, ...after];
+}
+
+// The full abstract, as it reads (math as MathML), with characters [start, end) marked.
 async function openPassage(docId, start, end, heading) {
   let doc;
   try {
@@ -108,14 +184,9 @@ async function openPassage(docId, start, end, heading) {
     setState("error", `Could not open the document: ${error.message}`);
     return;
   }
-  const chars = Array.from(doc.text);
   $("passage-heading").textContent = heading;
   $("passage-title").textContent = `${doc.label} (${doc.doc_id})`;
-  $("passage-text").replaceChildren(
-    chars.slice(0, start).join(""),
-    el("mark", chars.slice(start, end).join("")),
-    chars.slice(end).join(""),
-  );
+  $("passage-text").replaceChildren(...markedNodes(doc, start, end));
   const section = $("passage");
   section.hidden = false;
   section.focus();
@@ -130,23 +201,57 @@ function citationButton(citation) {
   return button;
 }
 
-// The checked answer as nodes: the decision, the text with each [n] marker that has a citation turned into a
-// button, the abstention's reason, and the evidence the model read.
+// Each [n] marker in the text under `root` that has a citation turned into a button.
+function citationButtons(root, citations) {
+  const byNumber = new Map(citations.map((c) => [c.n, c]));
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  const texts = [];
+  while (walker.nextNode()) texts.push(walker.currentNode);
+  for (const text of texts) {
+    const marker = /\[(\d+)\]/g;
+    const parts = [];
+    let last = 0;
+    for (let match; (match = marker.exec(text.data)) !== null; last = marker.lastIndex) {
+      const citation = byNumber.get(Number(match[1]));
+      if (!citation) continue;
+      parts.push(text.data.slice(last, match.index), citationButton(citation));
+    }
+    if (parts.length) text.replaceWith(...parts, text.data.slice(last));
+  }
+}
+
+// "Copy with references": the answer with its numbered references (paper, document id, cited sentence) as Markdown
+// (the API's `markdown`), onto the clipboard.
+function copyButton(body) {
+  const button = el("button", "Copy with references", "copy");
+  button.type = "button";
+  button.addEventListener("click", async () => {
+    try {
+      await navigator.clipboard.writeText(body.markdown);
+    } catch (_) { // no clipboard API (a page served over plain HTTP from another host): copy from a text area
+      const area = el("textarea");
+      area.value = body.markdown;
+      document.body.append(area);
+      area.select();
+      document.execCommand("copy");
+      area.remove();
+    }
+    setState("done", `Copied the answer with ${body.references.length} reference${body.references.length === 1 ? "" : "s"}.`);
+  });
+  return button;
+}
+
+// The checked answer as nodes: the decision, the text as it reads (math as MathML) with each [n] marker that has a
+// citation turned into a button, the abstention's reason, "Copy with references", and the evidence the model read.
 function answerNodes(body) {
   const nodes = [];
   if (body.decision) nodes.push(el("p", `Decision: ${body.decision}`, "decision"));
-  const byNumber = new Map(body.citations.map((c) => [c.n, c]));
-  const paragraph = el("p");
-  const marker = /\[(\d+)\]/g;
-  let last = 0;
-  for (let match; (match = marker.exec(body.answer)) !== null; last = marker.lastIndex) {
-    paragraph.append(body.answer.slice(last, match.index));
-    const citation = byNumber.get(Number(match[1]));
-    paragraph.append(citation ? citationButton(citation) : match[0]);
-  }
-  paragraph.append(body.answer.slice(last));
+  const paragraph = el("p", null, "answer-text");
+  paragraph.append(...displayNodes(body.answer_display, body.answer));
+  citationButtons(paragraph, body.citations);
   nodes.push(paragraph);
   if (body.abstained) nodes.push(el("p", `The service abstained: ${body.reason}.`, "reason"));
+  if (body.markdown && !body.abstained) nodes.push(copyButton(body));
   return nodes.concat(evidenceNodes(body.evidence || []));
 }
 
@@ -189,7 +294,9 @@ function evidenceNodes(evidence) {
     open.type = "button";
     open.setAttribute("aria-label", `Open evidence from passage ${item.n} in its document`);
     open.addEventListener("click", () => openPassage(item.doc_id, item.start, item.end, `Evidence from passage [${item.n}]`));
-    entry.append(open, " ", item.used ? el("strong", item.text) : item.text);
+    const text = el(item.used ? "strong" : "span", null, "evidence-text");
+    text.append(...displayNodes(item.display, item.text));
+    entry.append(open, " ", text);
     list.append(entry);
   }
   return [el("h3", "Evidence"), list];

@@ -1,5 +1,6 @@
 """The evaluation runner's entry points (``citerag eval``, ``python -m citerag.eval``) and the direction of the
-imports between the packages: index/ imports nothing of service/ or eval/, service/ nothing of eval/."""
+imports between the packages: index/ imports nothing of service/ or eval/, service/ nothing of eval/, and none of
+them the top-level ``citerag`` package (library/, the Python API's re-exports)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def _imported(folder: Path) -> dict[str, set[str]]:
                 names.add(node.module)
             elif isinstance(node, ast.Import):
                 names.update(alias.name for alias in node.names)
-        found[str(path.relative_to(ROOT))] = {n for n in names if n.startswith("citerag.")}
+        found[str(path.relative_to(ROOT))] = {n for n in names if n == "citerag" or n.startswith("citerag.")}
     return found
 
 
@@ -34,6 +35,15 @@ def test_imports_point_one_way(folder: str, forbidden: tuple[str, ...]) -> None:
     wrong = {path: sorted(n for n in names if n.startswith(forbidden))
              for path, names in _imported(ROOT / folder).items()}
     assert {path: names for path, names in wrong.items() if names} == {}
+
+
+@pytest.mark.parametrize("folder", ["index", "service", "eval"])
+def test_no_package_imports_the_top_level_one(folder: str) -> None:
+    """``citerag`` (library/) re-exports the Python API of citerag.service; the packages below never import it."""
+    top = {path: sorted(n for n in names if n.split(".")[:2] == ["citerag"] or n.split(".")[1] not in
+                        ("index", "service", "eval"))
+           for path, names in _imported(ROOT / folder).items()}
+    assert {path: names for path, names in top.items() if names} == {}
 
 
 def test_citerag_eval_is_the_eval_packages_command(tmp_path: Path) -> None:

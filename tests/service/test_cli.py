@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -79,7 +80,41 @@ def test_search_json_is_the_api_shape(seed_settings) -> None:
     assert body["query"] == "metagenomic foundation model" and body["mode"] == "hybrid"
     assert body["results"][0]["doc_id"] == EDEN
     assert set(body["results"][0]) == {"rank", "doc_id", "chunk_id", "title", "text", "score", "bm25_rank",
-                                       "dense_rank", "start", "end"}
+                                       "dense_rank", "start", "end", "display"}
+    assert set(body["results"][0]["display"]) == {"text", "html", "map"}
+
+
+ASMC_QUESTION = "What exact-match accuracy and p95 latency does adaptive sequential Monte Carlo reach on MATH500?"
+
+
+@pytest.mark.slow
+def test_ask_prints_math_readable_and_exports_the_answer_with_its_references(seed_settings) -> None:
+    import citerag
+
+    index = ["--index-dir", str(seed_settings.index_dir)]
+    shown = runner.invoke(app, ["ask", ASMC_QUESTION, *index])
+    assert shown.exit_code == 0, shown.output
+    assert "80.6%" in shown.stdout and "128×" in shown.stdout  # the evidence and the answer, as they read
+    assert "\\%" not in shown.stdout and "\\times" not in shown.stdout and "$" not in shown.stdout
+
+    markdown = runner.invoke(app, ["ask", ASMC_QUESTION, "--format", "markdown", *index])
+    exported = runner.invoke(app, ["ask", ASMC_QUESTION, "--format", "json", *index])
+    assert markdown.exit_code == exported.exit_code == 0, markdown.output + exported.output
+    body = json.loads(exported.stdout)
+    assert not body["abstained"] and "80.6%" in body["answer"]
+    # one numbered reference per cited passage, in Markdown and in JSON alike, each quoting the stored sentence
+    cited = sorted({int(n) for n in re.findall(r"\[(\d+)\]", body["answer"])})
+    assert sorted(r["n"] for r in body["references"]) == cited
+    lines = [line for line in markdown.stdout.splitlines() if re.match(r"^\[\d+\] ", line)]
+    assert len(lines) == len(body["references"]) >= 1
+    library = citerag.open(seed_settings.index_dir, settings=seed_settings)
+    for reference, line in zip(body["references"], lines, strict=True):
+        assert line.startswith(f"[{reference['n']}] {reference['label']} (`{reference['doc_id']}`): ")
+        text = library.document(reference["doc_id"]).text
+        for quote in reference["quotes"]:
+            assert quote["text"] == text[quote["start"] : quote["end"]]
+            assert f'"{quote["text"]}"' in line
+    assert markdown.stdout.startswith(f"**Q:** {ASMC_QUESTION}\n\n{body['answer']}\n")
 
 
 @pytest.mark.slow

@@ -17,6 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from citerag.service.cli import app
+from citerag.service.library import Library
 from tests.conftest import ROOT
 from tests.service.answering.fixed import result
 
@@ -68,8 +69,7 @@ def stand_in(monkeypatch):  # noqa: ANN201
     namespace: dict = {}
     exec(STAND_IN, namespace)  # noqa: S102 - the same stand-in the pseudo-terminal test runs in its child
     answerer = namespace["StandIn"]()
-    monkeypatch.setattr("citerag.service.pipeline.open_answerer", lambda settings, searcher: answerer)
-    monkeypatch.setattr("citerag.service.cli._open_searcher", lambda settings: None)
+    monkeypatch.setattr("citerag.service.cli._open_library", lambda settings: Library(None, lambda: answerer))
     return answerer
 
 
@@ -91,9 +91,9 @@ def test_chat_bad_k_exits_2_before_loading_anything(tmp_path) -> None:
 
 def test_chat_in_a_pseudo_terminal_two_turns_ctrl_c_then_ctrl_d() -> None:
     script = STAND_IN + (
-        "\nimport citerag.service.pipeline as pipeline, citerag.service.cli as cli\n"
-        "pipeline.open_answerer = lambda settings, searcher: StandIn()\n"
-        "cli._open_searcher = lambda settings: None\n"
+        "\nimport citerag.service.cli as cli\n"
+        "from citerag.service.library import Library\n"
+        "cli._open_library = lambda settings: Library(None, lambda: StandIn())\n"
         "cli.app(['chat'], prog_name='citerag')\n"
     )
     master, slave = os.openpty()

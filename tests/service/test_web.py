@@ -18,13 +18,14 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 SCREENSHOT = ROOT / "tests" / "artifacts" / "web.png"
 WAIT_MS = 600_000  # a guard against a hung page, not a latency check: generation on a busy CPU is slow
-# Records the answer box's text after every change, with the page state at that moment (before app.js runs).
+# Records the answer's text after every change of the answer box (the growing draft above the evidence while it
+# streams), with the page state at that moment (installed before app.js runs).
 RECORD_ANSWER = """
 window.__answerSnapshots = [];
 document.addEventListener("DOMContentLoaded", () => {
   const answer = document.getElementById("answer");
   new MutationObserver(() => window.__answerSnapshots.push(
-    [document.getElementById("app").dataset.state, answer.textContent],
+    [document.getElementById("app").dataset.state, (answer.querySelector(".draft") || answer).textContent],
   )).observe(answer, { childList: true, characterData: true, subtree: true });
 });
 """
@@ -33,6 +34,26 @@ HOSTILE_TEXT = (
     "An abstract about protein folding with markup <script>window.__pwned='script'</script> and "
     "<img src=x onerror=\"window.__pwned='img'\"> inside its text."
 )
+# Markup that latex2mathml would carry into MathML (an unescaped \text{}, an \href attribute) and Markdown emphasis
+# around tags: the display form's HTML must keep none of it.
+HOSTILE_MATH = (
+    "Protein folding energy is $E = \\text{<img src=x onerror=\"window.__pwned='math'\">} mc^2$ and "
+    "**<img src=x onerror=\"window.__pwned='bold'\">** here, with $\\href{javascript:window.__pwned='href'}{x}$ "
+    "and $\\style{background:url(x)}{y}$ folding."
+)
+ASMC_QUESTION = "What exact-match accuracy and p95 latency does adaptive sequential Monte Carlo reach on MATH500?"
+MATH_SCREENSHOT = ROOT / "tests" / "artifacts" / "web-math.png"
+# The stored spans of the opened abstract's pieces, in order: [data-s, data-e, inside the <mark>].
+PIECES = """() => {
+  const text = document.getElementById("passage-text");
+  const pieces = [];
+  for (const node of text.children) {
+    const inner = node.tagName === "MARK" ? Array.from(node.children) : [node];
+    for (const piece of inner) pieces.push([Number(piece.dataset.s), Number(piece.dataset.e), node.tagName === "MARK"]);
+  }
+  return { pieces, loose: text.childNodes.length - text.children.length,
+           mark: [Number(text.querySelector("mark").dataset.s), Number(text.querySelector("mark").dataset.e)] };
+}"""
 
 
 def test_page_and_its_assets_come_from_the_app_itself(settings_factory) -> None:
@@ -86,6 +107,7 @@ def hostile_server(settings_factory, tmp_path_factory: pytest.TempPathFactory) -
     corpus = tmp_path_factory.mktemp("hostile") / "hostile.jsonl"
     docs = [
         {"id": "hostile", "title": HOSTILE_TITLE, "text": HOSTILE_TEXT},
+        {"id": "hostile-math", "title": "Hostile math", "text": HOSTILE_MATH},
         {"id": "benign", "title": "Benign", "text": "A plain abstract about graph neural networks for molecules."},
     ]
     corpus.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
@@ -181,6 +203,59 @@ def test_document_markup_is_shown_as_text_never_run(page: Page, hostile_server: 
     assert page.locator("#passage-title").inner_text() == f"{HOSTILE_TITLE} (hostile)"
     assert page.locator("main img, main script").count() == 0
     assert page.evaluate("window.__pwned") is None
+
+    # a formula and emphasis carrying tags, a javascript: URL and a style: rendered as math and text, nothing more
+    page.locator("#sources button.source", has_text="Hostile math").click()
+    page.locator("#passage-title", has_text="hostile-math").wait_for()  # (wait_for_function: the CSP forbids eval)
+    assert page.locator("#passage-text math").count() == 3
+    assert "<img src=x" in page.locator("#passage-text strong").inner_text()  # the bold tag shown as text
+    attributes = page.evaluate(
+        "Array.from(document.querySelectorAll('#passage-text *')).flatMap(e => Array.from(e.attributes, a => a.name))")
+    assert set(attributes) <= {"data-s", "data-e", "display", "stretchy", "mathvariant", "lspace", "rspace"}
+    assert page.locator("main img, main script, main iframe, main a").count() == 0
+    assert page.evaluate("window.__pwned") is None
+
+
+@pytest.mark.slow
+def test_math_is_rendered_as_mathml_and_the_highlight_covers_exactly_the_cited_characters(
+    page: Page, live_server: str
+) -> None:
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server)
+    result = ask(page, live_server, ASMC_QUESTION, k=8)
+    assert result["abstained"] is False, result["reason"]
+
+    # the answer and the evidence read as a paper does: 80.6%, never LaTeX's 80.6\%
+    answer = page.locator("#answer > p.answer-text").inner_text()
+    assert "80.6%" in answer and "\\" not in answer and answer == result["answer_display"]["text"]
+    evidence = page.locator("#answer ol.evidence").text_content()
+    assert "\\%" not in evidence and "\\times" not in evidence and "$" not in evidence
+
+    # the cited sentence inside the whole abstract, math as MathML, exactly the cited characters marked
+    citation = next(c for c in result["citations"] if "80.6" in c["text"])
+    page.locator("#answer > p button.cite", has_text=f"[{citation['n']}]").first.click()
+    page.locator("#passage mark").wait_for()
+    document = httpx.get(f"{live_server}/documents/{citation['doc_id']}").json()
+    assert document["text"][citation["start"] : citation["end"]] == citation["text"]
+    assert page.locator("#passage-text math").count() == 3  # every formula of the ASMC abstract
+    shown = page.locator("#passage-text").text_content()
+    assert "80.6%" in shown and "128×" in shown and "p95 =1318s" in shown and "\\" not in shown
+    layout = page.evaluate(PIECES)
+    pieces = layout["pieces"]
+    assert layout["loose"] == 0  # every character shown belongs to a piece
+    assert [p[0] for p in pieces[1:]] == [p[1] for p in pieces[:-1]]  # contiguous ...
+    assert (pieces[0][0], pieces[-1][1]) == (0, len(document["text"]))  # ... over the whole stored text
+    marked = [p for p in pieces if p[2]]
+    assert layout["mark"] == [citation["start"], citation["end"]] == [marked[0][0], marked[-1][1]]
+    assert "80.6%" in page.locator("#passage mark").text_content()
+
+    # "Copy with references": the answer with one numbered reference per cited passage
+    page.get_by_role("button", name="Copy with references").first.click()
+    page.locator("#status", has_text="Copied the answer").wait_for()
+    assert page.evaluate("navigator.clipboard.readText()") == result["markdown"]
+    assert f'"{citation["text"]}"' in result["markdown"]
+
+    MATH_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(MATH_SCREENSHOT), full_page=True)
 
 
 class EchoStep:
