@@ -250,7 +250,7 @@ def run_fixed(generator: Generator, prompt: list[int]) -> Completion:
     })
     if "error" in response:
         raise RuntimeError(f"generation failed: {response['error']}")
-    generator._pinned = False  # noqa: SLF001 - the cache no longer holds the pinned prefix
+    generator.unpin()  # the cache no longer holds the pinned prefix
     return _completion(response["choices"][0]["text"], "length", response)
 
 
@@ -347,7 +347,7 @@ def main() -> None:
                 base = generators[0]
                 response = base._server.handle_chat_completions({  # noqa: SLF001
                     "messages": wp.messages, "max_tokens": 1, "temperature": 0.0, "seed": 0, "cache_prompt": False})
-                base._pinned = False  # noqa: SLF001
+                base.unpin()
                 pin_ms.append((row[0].prompt_ms, float(response["timings"]["prompt_ms"])))  # type: ignore[union-attr]
             plain = row[0]
             print(f"{wp.qid}: " + "  ".join(
@@ -417,7 +417,7 @@ def batch_costs(generators: Sequence[Generator], variants: Sequence[Variant], ar
     def call(g: Generator, tokens: list[int]) -> dict:
         response = g._server.handle_completions({  # noqa: SLF001
             "prompt": tokens, "n_predict": 1, "temperature": 0.0, "cache_prompt": True})
-        g._pinned = False  # noqa: SLF001
+        g.unpin()
         return response["timings"]
 
     for r in range(args.repeat):

@@ -147,6 +147,9 @@ class Generator:
         model_path: a GGUF file.
         n_ctx: context window in tokens.
         threads: CPU threads (0 = all cores).
+        slots: llama.cpp slots, each with its own KV cache of ``n_ctx`` tokens (~115 MB for the 1.5B model at 4096):
+            a call names its slot, so two conversations with different fixed prefixes (the answer's and the yes/no
+            decision's) each keep theirs cached. Calls still run one at a time.
         decoding: speculative decoding and CPU settings (:class:`Decoding`; default plain). When the requested
             decoding fails to load (a missing or incompatible draft model, a setting llama.cpp refuses), the model
             is loaded with plain decoding and the same CPU settings, with a logged warning; :attr:`decoding`
@@ -162,11 +165,15 @@ class Generator:
         RuntimeError: llama.cpp could not load the model even with plain decoding.
     """
 
-    def __init__(self, model_path: Path, n_ctx: int = 4096, threads: int = 0, decoding: Decoding | None = None) -> None:
+    def __init__(self, model_path: Path, n_ctx: int = 4096, threads: int = 0, decoding: Decoding | None = None,
+                 slots: int = 1) -> None:
         if not Path(model_path).is_file():
             raise FileNotFoundError(f"generator model not found: {model_path}")
+        if slots < 1:
+            raise ValueError(f"slots must be >= 1, got {slots}")
         self.model_path = Path(model_path)
         self.n_ctx = n_ctx
+        self.slots = slots
         self.threads = threads or os.cpu_count() or 2
         self.requested = decoding or Decoding()
         self.fallback: str | None = None
@@ -181,8 +188,11 @@ class Generator:
             self.decoding = self.requested.plain()
             self._server = self._load(self.decoding)
         self._lock = threading.Lock()
-        self._pinned = False
-        #: Leading messages every prompt shares (system prompt, worked example): what :meth:`_pin_prefix` keeps.
+        #: The slots whose prefix has been pinned (a slot's first call pins it first, so that it takes the same path
+        #: as every later one).
+        self._pinned: set[int] = set()
+        #: Leading messages every prompt shares (system prompt, worked example): what :meth:`_pin_prefix` keeps
+        #: (a call may name its own count).
         self.fixed_messages = 1
 
     def decoding_report(self) -> dict[str, Any]:
@@ -204,8 +214,8 @@ class Generator:
 
         params = xllamacpp.CommonParams()
         params.model.path = str(self.model_path)
-        params.n_ctx = self.n_ctx
-        params.n_parallel = 1
+        params.n_ctx = self.n_ctx * self.slots  # llama.cpp divides it among the slots
+        params.n_parallel = self.slots
         params.cache_prompt = True
         params.verbosity = -1
         params.cpuparams.n_threads = self.threads
@@ -240,6 +250,8 @@ class Generator:
         grammar: str | None = None,
         top_logprobs: int = 0,
         pin: bool = True,
+        slot: int = 0,
+        fixed: int | None = None,
     ) -> Completion:
         """Run one greedy (temperature 0) chat completion.
 
@@ -251,24 +263,31 @@ class Generator:
             top_logprobs: how many of each position's most likely tokens to report (0-20; 0 reports none).
             pin: re-pin the KV cache to the system prompt afterwards (:meth:`_pin_prefix`); ``False`` keeps this
                 prompt cached for a next call that extends it (two questions about one evidence list).
+            slot: the llama.cpp slot (``0 .. slots - 1``) whose cache this call reads and extends.
+            fixed: how many leading messages are the pinned prefix (default :attr:`fixed_messages`).
 
         Raises:
+            ValueError: ``slot`` out of range.
             RuntimeError: llama.cpp reported an error.
         """
+        if not 0 <= slot < self.slots:
+            raise ValueError(f"slot must be in 0..{self.slots - 1}, got {slot}")
+        fixed = self.fixed_messages if fixed is None else fixed
         request: dict[str, Any] = {
             "messages": messages,
             "max_tokens": max_tokens,
             "temperature": 0.0,
             "seed": 0,
             "cache_prompt": True,
+            "id_slot": slot,
         }
         if grammar is not None:
             request["grammar"] = grammar
         if top_logprobs:
             request.update(logprobs=True, top_logprobs=top_logprobs)
         with self._lock:
-            if not self._pinned:
-                self._pin_prefix(messages)
+            if slot not in self._pinned:
+                self._pin_prefix(messages, slot, fixed)
             try:
                 if on_delta is None:
                     response = self._server.handle_chat_completions(request)
@@ -282,25 +301,30 @@ class Generator:
                 return self._stream(request, on_delta)
             finally:
                 if pin:
-                    self._pin_prefix(messages)
+                    self._pin_prefix(messages, slot, fixed)
 
-    def pin(self, messages: list[dict[str, str]]) -> None:
-        """Re-pin the cache to ``messages``' system prompt (:meth:`_pin_prefix`) after calls made with
-        ``pin=False``, once nothing more will extend their prompt."""
+    def pin(self, messages: list[dict[str, str]], slot: int = 0, fixed: int | None = None) -> None:
+        """Re-pin ``slot``'s cache to ``messages``' fixed prefix (:meth:`_pin_prefix`; ``fixed`` leading messages,
+        default :attr:`fixed_messages`) after calls made with ``pin=False``, once nothing more will extend their
+        prompt."""
         with self._lock:
-            self._pin_prefix(messages)
+            self._pin_prefix(messages, slot, self.fixed_messages if fixed is None else fixed)
 
-    def _pin_prefix(self, messages: list[dict[str, str]]) -> None:
-        """Leave only the fixed prefix of ``messages`` in the KV cache: its first :attr:`fixed_messages` messages
+    def unpin(self) -> None:
+        """Forget the pins (after the cache was used outside :meth:`chat`): each slot's next call re-pins first."""
+        self._pinned.clear()
+
+    def _pin_prefix(self, messages: list[dict[str, str]], slot: int, fixed: int) -> None:
+        """Leave only the fixed prefix of ``messages`` in ``slot``'s KV cache: its first ``fixed`` messages
         (the system prompt and any worked example) and the empty user turn's header. One tiny completion whose
         prompt shares exactly that prefix with every question's prompt (its new tokens are evaluated once; 1
         generated; run after each answer, so it does not delay the next one's first token)."""
-        prefix = messages[: self.fixed_messages]
+        prefix = messages[:fixed]
         self._server.handle_chat_completions(
             {"messages": [*prefix, {"role": "user", "content": ""}], "max_tokens": 1, "temperature": 0.0,
-             "seed": 0, "cache_prompt": True}
+             "seed": 0, "cache_prompt": True, "id_slot": slot}
         )
-        self._pinned = True
+        self._pinned.add(slot)
 
     def _stream(self, request: dict[str, Any], on_delta: Callable[[str], bool | None]) -> Completion:
         pieces: list[str] = []

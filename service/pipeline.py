@@ -17,6 +17,7 @@ from citerag.index.errors import ModelNotFound
 from citerag.index.lifecycle import IndexSetup, fill_when_empty
 from citerag.index.retrieve import Retriever
 from citerag.index.store import IndexStore, LoadedIndex
+from citerag.service.answering.prompts import SLOTS
 from citerag.service.answering.runner import AnswerPipeline, evidence_pipeline
 from citerag.service.generator import Decoding, Generator
 from citerag.service.model_files import GENERATORS, assemble_gguf, embedding_model_dir, onnx_int8_model
@@ -177,7 +178,7 @@ def load_generator(path: Path, n_ctx: int, threads: int, decoding: Decoding | No
     Raises:
         FileNotFoundError: ``path`` does not exist.
     """
-    return Generator(path, n_ctx=n_ctx, threads=threads, decoding=decoding)
+    return Generator(path, n_ctx=n_ctx, threads=threads, decoding=decoding, slots=SLOTS)
 
 
 def open_answerer(settings: Settings, retriever: Searcher) -> AnswerPipeline:

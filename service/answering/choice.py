@@ -57,14 +57,17 @@ def option_probabilities(alternatives: Mapping[str, float], options: Sequence[st
 
 
 def choose(
-    generator: Generator, messages: list[dict[str, str]], grammar: str, options: Sequence[str], pin: bool
+    generator: Generator, messages: list[dict[str, str]], grammar: str, options: Sequence[str], pin: bool,
+    slot: int = 0, fixed: int | None = None,
 ) -> Choice:
     """The model's probabilities over ``options`` for the one token that answers ``messages`` under ``grammar``.
 
     Args:
         pin: re-pin the model's cache to the system prompt afterwards (``False`` keeps this prompt cached for a
             next call that shares its prefix).
+        slot, fixed: the generator's slot and pinned prefix length (:meth:`~citerag.service.generator.Generator.chat`).
     """
-    completion = generator.chat(messages, max_tokens=1, grammar=grammar, top_logprobs=TOP_LOGPROBS, pin=pin)
+    completion = generator.chat(messages, max_tokens=1, grammar=grammar, top_logprobs=TOP_LOGPROBS, pin=pin,
+                                slot=slot, fixed=fixed)
     alternatives = completion.top_logprobs[0] if completion.top_logprobs else {completion.text: 0.0}
     return Choice(option_probabilities(alternatives, options), completion)

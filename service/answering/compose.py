@@ -4,7 +4,9 @@ Each statement is written with the markers of the passages holding its evidence 
 retrieved passage, as the API's ``passages`` list numbers them), before its final full stop; each of its evidence
 sentences becomes a citation whose span is that sentence's exact place in the document, so a citation always
 points at the text that says the thing. A yes/no answer opens with its decision; an answer about several papers
-names each paper it cites (its label before the first sentence citing it, where the sentence does not name it).
+names each paper it cites (its label before the first sentence citing it, where the sentence does not name it). A
+definition spells out the abbreviation it is asked about where its cited evidence defines it ("ASMC (Adaptive
+Sequential Monte Carlo) is ...": :func:`~citerag.service.answering.names.long_form`).
 """
 
 from __future__ import annotations
@@ -12,12 +14,27 @@ from __future__ import annotations
 import re
 
 from citerag.index.text import fold
-from citerag.service.answering.names import paper_label
+from citerag.service.answering.names import long_form, paper_label
 from citerag.service.answering.state import AnswerState, Citation
 from citerag.service.answering.write import first_word_decision
 
 
 _OPENING_DECISION = re.compile(r"^(?:yes|no|maybe)\b[,.:;]?\s*", re.IGNORECASE)
+
+
+def spelled_out(text: str, names: list[str], sources: list[str]) -> str:
+    """``text`` with the first mention of each of ``names`` followed by its long form in brackets, where one of
+    ``sources`` defines it and ``text`` does not already hold it.
+
+    >>> spelled_out("ASMC is a particle method [1].", ["ASMC"], ["We propose Adaptive Sequential Monte Carlo (ASMC)."])
+    'ASMC (Adaptive Sequential Monte Carlo) is a particle method [1].'
+    """
+    for name in names:
+        mention = re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text)
+        found = next((lf for source in sources if (lf := long_form(name, source))), None)
+        if mention and found and fold(found).lower() not in fold(text).lower():
+            text = f"{text[:mention.end()]} ({found}){text[mention.end():]}"
+    return text
 
 
 class Compose:
@@ -47,6 +64,9 @@ class Compose:
                 item = evidence[i]
                 citations.setdefault((item.n, item.start, item.end), Citation(item.n, item.result, item.start, item.end))
         text = " ".join(parts)
+        if state.info.kind == "definition":
+            cited = [evidence[i].text for s in state.statements for i in s.evidence]
+            text = spelled_out(text, state.info.names, cited)
         if state.decision and first_word_decision(text) != state.decision:
             # the decision opens the answer; a contrary first word the model wrote goes ("No, it ..." after "yes")
             text = _OPENING_DECISION.sub("", text)

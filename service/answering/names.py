@@ -105,6 +105,41 @@ def paper_label(document: Document) -> str | None:
     return coined
 
 
+def long_form(short: str, text: str) -> str | None:
+    """The long form that ``text`` defines for the abbreviation ``short`` ("Adaptive Sequential Monte Carlo" in
+    "... we propose Adaptive Sequential Monte Carlo (ASMC), a ..."), or ``None`` when ``text`` does not define it.
+
+    Schwartz & Hearst (2003), "A simple algorithm for identifying abbreviation definitions in biomedical text": of
+    the at most ``min(len(short) + 5, 2 * len(short))`` words before "(short)", the shortest run whose characters
+    hold the abbreviation's letters and digits in order, its first one starting a word, and that does not hold the
+    abbreviation itself as a word.
+
+    >>> long_form("ASMC", "We propose Adaptive Sequential Monte Carlo (ASMC), a parallel method.")
+    'Adaptive Sequential Monte Carlo'
+    >>> long_form("KV", "the KV cache (KV) is large") is None
+    True
+    """
+    at = text.find(f"({short})")
+    if at <= 0 or not any(c.isalnum() for c in short):
+        return None
+    words = text[:at].split()
+    window = " ".join(words[-min(len(short) + 5, 2 * len(short)):])
+    s, i = len(short) - 1, len(window) - 1
+    while s >= 0:
+        char = short[s].lower()
+        if not char.isalnum():
+            s -= 1
+            continue
+        while i >= 0 and (window[i].lower() != char or (s == 0 and i > 0 and window[i - 1].isalnum())):
+            i -= 1
+        if i < 0:
+            return None
+        i -= 1
+        s -= 1
+    found = window[window.rfind(" ", 0, i + 1) + 1:].strip(" ,;:")
+    return found if len(found.split()) > 1 and short.lower() not in found.lower().split() else None
+
+
 def question_names(question: str) -> list[str]:
     """The names ``question`` mentions, in order: name-shaped tokens (:func:`names_in`) and runs of two or more
     capitalised words after its first word ("Error Encoding Networks", "Critique Fine-Tuning").

@@ -4,11 +4,13 @@ streamed as it is written, and a yes/no question gets its decision.
 The model cites evidence sentences as ``[i]`` (their numbers in the prompt); the stream shows each marker as the
 ``[n]`` of the passage holding that sentence, the number the final answer uses (:class:`MarkerStream`).
 
-A yes/no question's answer states what the evidence concludes about the question; then the model is asked for one
-word, yes, no or maybe, after its own answer, which serves as the draft it decides from
-(:func:`~citerag.service.answering.prompts.decision_messages`; on PubMedQA's dev half a free draft before the
-decision lifted accuracy from 0.41 to 0.56, and asked to open with the decision the model answered "No" to every yes/no
-question of the dev sets: ``eval/results/qa.md``). The answer then opens with the decision (compose).
+A yes/no question is answered in its own conversation and slot (:func:`~citerag.service.answering.prompts.conclusion_messages`):
+the model states in one sentence what the evidence concludes about the question (streamed: it is the answer's
+text), then answers one word, yes, no or maybe, after its own conclusion
+(:func:`~citerag.service.answering.prompts.decision_messages`). On PubMedQA's dev half a free conclusion before the
+decision lifted accuracy from 0.41 to 0.56; asked to open with the decision, the model answered "No" to every yes/no
+question of the dev sets (``eval/results/qa.md``). The echo of the request ("The abstract's results conclude that
+...") is cut from the conclusion (:func:`without_echo`); the answer then opens with the decision (compose).
 """
 
 from __future__ import annotations
@@ -18,7 +20,14 @@ from collections.abc import Sequence
 
 from citerag.service.answering.choice import choose
 from citerag.service.answering.evidence import Evidence
-from citerag.service.answering.prompts import DECISION_GRAMMAR, decision_messages, writer_messages
+from citerag.service.answering.prompts import (
+    ANSWER_SLOT,
+    DECISION_GRAMMAR,
+    DECISION_SLOT,
+    conclusion_messages,
+    decision_messages,
+    writer_messages,
+)
 from citerag.service.answering.state import AnswerState
 from citerag.service.generator import Generator
 
@@ -26,6 +35,12 @@ from citerag.service.generator import Generator
 MAX_ANSWER_TOKENS = 120
 DECISIONS = ("yes", "no", "maybe")
 _FIRST_WORD = re.compile(r"^\W*(\w+)")
+# The request's echo at a conclusion's start, after any decision word: "the abstract('s results) conclude(s) that".
+_ECHO = re.compile(
+    r"^((?:yes|no|maybe)\b[,.]?\s*)?(?:the |this )?(?:abstract|evidence|study|paper)(?:'s (?:results|findings))?\s+"
+    r"(?:conclude|show|suggest|indicate|state|find)s?\s+that\s+",
+    re.IGNORECASE,
+)
 
 
 class MarkerStream:
@@ -80,6 +95,22 @@ def first_word_decision(text: str) -> str | None:
     return word if word in DECISIONS else None
 
 
+def without_echo(text: str) -> str:
+    """``text`` without the conclusion request's echo at its start (a decision word before it is kept).
+
+    >>> without_echo("The abstract's results conclude that sparse libraries are not needed.")
+    'Sparse libraries are not needed.'
+    >>> without_echo("Yes, the abstract concludes that GP-EquiFlow needs fewer steps.")
+    'Yes, GP-EquiFlow needs fewer steps.'
+    """
+    match = _ECHO.match(text)
+    if match is None:
+        return text
+    rest = text[match.end():]
+    decision = match.group(1) or ""
+    return f"{decision}{rest[:1] if decision else rest[:1].upper()}{rest[1:]}"
+
+
 class Write:
     """Write the answer: ``state.written`` (streamed as ``"token"`` events through :class:`MarkerStream`), and for
     a yes/no question ``state.decision``, decided after it (module docstring).
@@ -102,17 +133,30 @@ class Write:
 
     def run(self, state: AnswerState) -> None:
         assert state.info is not None
-        yes_no = state.info.kind == "yes_no"
+        if state.info.kind == "yes_no":
+            self._decide(state)
+            return
         messages = writer_messages(state.info, state.evidence)
+        state.written = self._write(state, messages, pin=True, slot=ANSWER_SLOT, fixed=None)
+
+    def _write(self, state: AnswerState, messages: list[dict[str, str]], pin: bool, slot: int,
+               fixed: int | None) -> str:
+        """The model's text for ``messages``, streamed as ``"token"`` events; timings and truncation recorded."""
         stream = MarkerStream(state.evidence, lambda text: state.emit("token", text))
-        completion = self.generator.chat(messages, max_tokens=self.max_tokens, on_delta=stream.feed, pin=not yes_no)
+        completion = self.generator.chat(messages, max_tokens=self.max_tokens, on_delta=stream.feed, pin=pin,
+                                         slot=slot, fixed=fixed)
         stream.flush()
         state.add_model_time(completion.prompt_ms, completion.generate_ms, completion.completion_tokens)
-        state.written = completion.text.strip()
         state.truncated = completion.finish_reason == "length"
-        if not yes_no:
-            return
-        choice = choose(self.generator, decision_messages(messages, state.written), DECISION_GRAMMAR, list(DECISIONS),
-                        pin=True)
+        return completion.text.strip()
+
+    def _decide(self, state: AnswerState) -> None:
+        """A yes/no question: the conclusion, then the decision after it, in :data:`DECISION_SLOT` (the system
+        prompt its one fixed message)."""
+        messages = conclusion_messages(state.info, state.evidence)
+        written = self._write(state, messages, pin=False, slot=DECISION_SLOT, fixed=1)
+        choice = choose(self.generator, decision_messages(messages, written), DECISION_GRAMMAR, list(DECISIONS),
+                        pin=True, slot=DECISION_SLOT, fixed=1)
         state.add_model_time(choice.completion.prompt_ms, choice.completion.generate_ms, 1)
+        state.written = without_echo(written)
         state.decision, state.decision_probabilities = choice.best, choice.probabilities

@@ -42,8 +42,9 @@ class FixedGenerator:
         self.pins = 0
 
     def chat(self, messages, max_tokens, on_delta: Callable[[str], bool | None] | None = None, grammar=None,
-             top_logprobs=0, pin=True) -> Completion:
-        self.calls.append({"messages": messages, "grammar": grammar, "pin": pin, "max_tokens": max_tokens})
+             top_logprobs=0, pin=True, slot=0, fixed=None) -> Completion:
+        self.calls.append({"messages": messages, "grammar": grammar, "pin": pin, "max_tokens": max_tokens,
+                           "slot": slot, "fixed": fixed})
         if grammar is None:
             for i in range(0, len(self.written), 3):
                 if on_delta is not None and on_delta(self.written[i:i + 3]):
@@ -53,7 +54,7 @@ class FixedGenerator:
         logprobs = {token: math.log(max(p, 1e-9)) for token, p in table.items()}
         return Completion(max(table, key=table.get), 130, 1, 150.0, 30.0, "stop", (logprobs,))
 
-    def pin(self, messages) -> None:
+    def pin(self, messages, slot=0, fixed=None) -> None:
         self.pins += 1
 
 

@@ -8,7 +8,14 @@ from citerag.index.tokenize import tokenize
 from citerag.service.answering.compose import Compose
 from citerag.service.answering.evidence import SelectEvidence
 from citerag.service.answering.judge import Judge
-from citerag.service.answering.prompts import FIXED_MESSAGES, JUDGE_QUESTION, judge_messages, writer_messages
+from citerag.service.answering.prompts import (
+    DECISION_SLOT,
+    DECISION_SYSTEM,
+    FIXED_MESSAGES,
+    JUDGE_QUESTION,
+    judge_messages,
+    writer_messages,
+)
 from citerag.service.answering.question import analyse
 from citerag.service.answering.runner import evidence_pipeline
 from citerag.service.answering.state import AnswerState, Statement
@@ -99,6 +106,16 @@ def test_the_stream_shows_passage_numbers_even_when_a_marker_is_split() -> None:
     assert "".join(shown) == "LU-KV keeps 10% memory [2]."  # evidence [i] is passage 2; [99] is no evidence
 
 
+def test_a_conclusion_loses_the_echo_of_its_request() -> None:
+    state = _state("Does tailored print raise mammography use?", [result("pubmed", PUBMED)])
+    Write(FixedGenerator("No, the abstract's results conclude that tailored print had no effect.",
+                         decision={"yes": 0.1, "no": 0.8, "maybe": 0.1})).run(state)
+    assert state.written == "No, tailored print had no effect." and state.decision == "no"
+    state = _state("Does tailored print raise mammography use?", [result("pubmed", PUBMED)])
+    Write(FixedGenerator("The evidence shows that tailored print had no effect.")).run(state)
+    assert state.written == "Tailored print had no effect."
+
+
 def test_the_writer_streams_and_a_yes_no_decision_follows_the_answer() -> None:
     state = _state("Does telephone counseling increase mammography use?", [result("pubmed", PUBMED)])
     tokens: list[str] = []
@@ -110,6 +127,10 @@ def test_the_writer_streams_and_a_yes_no_decision_follows_the_answer() -> None:
     assert [c["grammar"] is None for c in generator.calls] == [True, False]  # written, then decided
     assert generator.calls[0]["pin"] is False and generator.calls[1]["pin"] is True
     assert generator.calls[1]["messages"][-2]["content"] == generator.written  # its answer is the draft
+    # its own conversation: the decision's system prompt, no worked examples, its own slot and pinned prefix
+    assert [m["role"] for m in generator.calls[0]["messages"]] == ["system", "user"]
+    assert generator.calls[0]["messages"][0]["content"] == DECISION_SYSTEM
+    assert {(c["slot"], c["fixed"]) for c in generator.calls} == {(DECISION_SLOT, 1)}
     assert first_word_decision("Maybe: it depends.") == "maybe" and first_word_decision("Yesterday") is None
 
 
