@@ -224,11 +224,11 @@ class SelectEvidence:
     """The select-evidence step: score the sentences of ``state.passages`` (:func:`select_evidence`), keep the few
     the writer reads, grouped by paper (:func:`grouped`), and emit them (``"evidence"``).
 
-    What is kept: the best ``sentences``, within ``max_chars``; for a question that names two or more papers, the
-    best sentence of each named paper too (:func:`~citerag.service.answering.names.named_documents`); for a
+    What is kept: the best ``sentences``, within ``max_chars``; for a question that names two or more papers (or a
+    comparison that names one), the best sentence of each named paper too (:func:`~citerag.service.answering.names.named_documents`); for a
     quantity question, the best sentence that states a number when none of those does; for a which-papers
     question, only the best sentence of each paper that scores at least ``paper_ratio`` of the best one, up to
-    ``max_papers`` (and of each paper it names).
+    ``max_papers`` (one when it asks for one paper: "Which paper ...?"), and of each paper it names.
 
     Args:
         encode: the dense encoder (``list[str] -> (n, dim) float32``, L2-normalised rows).
@@ -267,20 +267,24 @@ class SelectEvidence:
         if not ranked:
             state.abstain("the passages hold no sentence to answer from")
             return
-        chosen = self.chosen(ranked, named_documents(state.info.names, state.passages), state.info.kind)
+        chosen = self.chosen(ranked, named_documents(state.info.names, state.passages), state.info.kind,
+                             1 if state.info.one_paper else self.max_papers)
         state.evidence = grouped(chosen)
         state.emit("evidence", state.evidence)
 
-    def chosen(self, ranked: list[Evidence], named: list[str], kind: str = "fact") -> list[Evidence]:
+    def chosen(self, ranked: list[Evidence], named: list[str], kind: str = "fact",
+               max_papers: int | None = None) -> list[Evidence]:
         """The evidence to keep from ``ranked`` (best first), for a question of ``kind`` that names the documents
-        ``named`` (class docstring)."""
+        ``named`` (class docstring); a which-papers question keeps at most ``max_papers`` (default
+        :attr:`max_papers`; 1 when it asks for one paper)."""
         firsts: dict[str, Evidence] = {}
         for item in ranked:
             firsts.setdefault(item.doc_id, item)
         if kind == "which_papers":  # the best sentence of each paper that qualifies
             papers = [item for item in firsts.values() if item.score >= self.paper_ratio * ranked[0].score]
-            return _unique([*papers[: self.max_papers], *(firsts[d] for d in named if d in firsts)])
-        chosen = _unique([ranked[0], *(firsts[d] for d in (named if len(named) >= 2 else []) if d in firsts)])
+            return _unique([*papers[: max_papers or self.max_papers], *(firsts[d] for d in named if d in firsts)])
+        several = len(named) >= 2 or kind == "comparison"
+        chosen = _unique([ranked[0], *(firsts[d] for d in (named if several else []) if d in firsts)])
         chars = sum(len(item.text) for item in chosen)
         for item in ranked[1:]:
             if len(chosen) >= self.sentences or chars + len(item.text) > self.max_chars:

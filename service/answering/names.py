@@ -165,17 +165,30 @@ def question_names(question: str) -> list[str]:
     return names
 
 
+def _words(text: str) -> str:
+    """``text`` folded, lower-cased, its runs of punctuation and space made one space: ``"Error-Encoding  Nets"`` ->
+    ``"error encoding nets"``."""
+    return re.sub(r"[\W_]+", " ", fold(text).lower()).strip()
+
+
 def named_documents(names: Sequence[str], passages: Sequence[SearchResult]) -> list[str]:
     """The retrieved documents that ``names`` (a question's, :func:`question_names`) name, in the order named: a
     name names the best-ranked document called so, by its title (the name in it as whole words, case ignored) or
-    by the name its abstract coins. A name a paper only mentions ("HIV-1") names none."""
+    by the name its abstract coins, case, hyphens and punctuation ignored ("Error Encoding Networks" names
+    "Prediction Under Uncertainty with Error-Encoding Networks"). A name a paper only mentions ("HIV-1") names none.
+
+    >>> from citerag.index.types import Document
+    >>> doc = Document("d1", "Prediction Under Uncertainty with Error-Encoding Networks", "We predict frames.", "")
+    >>> named_documents(["Error Encoding Networks"], [SearchResult(1, None, doc, 1.0, 1, 1, 1.0, 0.5)])
+    ['d1']
+    """
     docs: list[str] = []
     for name in names:
-        pattern = re.compile(rf"(?<!\w){re.escape(name.lower())}(?!\w)")
+        pattern = re.compile(rf"(?<!\w){re.escape(_words(name))}(?!\w)")
         for result in passages:
             document = result.document
             coined = coined_name(document.text)
-            if pattern.search(fold(document.title).lower()) or (coined and coined.lower() == fold(name).lower()):
+            if pattern.search(_words(document.title)) or (coined and _words(coined) == _words(name)):
                 if document.doc_id not in docs:
                     docs.append(document.doc_id)
                 break

@@ -4,9 +4,11 @@ it refers back to an earlier turn (:class:`QuestionInfo`, made by :func:`analyse
 Kinds (checked in this order):
 
 * ``yes_no``: a polar question (:func:`is_yes_no`): its answer opens with the decision;
-* ``which_papers``: "Which papers/studies ...?" (:func:`asks_which_papers`): its answer names every paper;
-* ``comparison``: it asks to compare ("How do A and B differ?", "A versus B"), or asks about two or more things it
-  names, joined by "and" / "or" ("What do Harmonic-NAS and AutoCoG each optimise?");
+* ``which_papers``: "Which papers/studies ...?" (:func:`asks_which_papers`): its answer names every paper; asked in
+  the singular ("Which paper ...?", :func:`asks_one_paper`), the one that fits best;
+* ``comparison``: it asks to compare ("How do A and B differ?", "A versus B", "How do A and the method that ...
+  each ...?"), or asks about two or more things it names, joined by "and" / "or" ("What do Harmonic-NAS and
+  AutoCoG optimise?");
 * ``number``: it asks for a quantity or a date ("How many ...", "What percentage ...", "When ...");
 * ``definition``: "What is X?" / "What are X?" with nothing more asked;
 * ``fact``: anything else.
@@ -39,7 +41,9 @@ _WHICH_PAPERS = re.compile(
     r"|^\s*what (?:papers|abstracts|works|studies|articles)\b|^\s*(?:list|name) (?:the |all )?(?:papers|studies)\b",
     re.IGNORECASE,
 )
-_COMPARE = re.compile(r"\b(?:compare[sd]?|comparison|differ(?:s|ence|ences)?|versus|vs\.?)\b", re.IGNORECASE)
+_ONE_PAPER = re.compile(r"^\s*(?:(?:in|from) )?which (?:paper|abstract|work|study|article)\b", re.IGNORECASE)
+_COMPARE = re.compile(r"\b(?:compare[sd]?|comparison|differ(?:s|ence|ences)?|versus|vs\.?)\b|\band\b[^?]*\beach\b",
+                      re.IGNORECASE)
 # Quantity questions: "how" + a degree word, or "what/which" + a generic measure noun ("what percentage").
 _QUANTITY = re.compile(
     r"\bhow (?:many|much|long|old|often|large|big|high|low|far|fast|small)\b"
@@ -98,6 +102,15 @@ def asks_which_papers(question: str) -> bool:
     return bool(_WHICH_PAPERS.match(question))
 
 
+def asks_one_paper(question: str) -> bool:
+    """True for a which-papers question asked in the singular: it wants the one paper that fits.
+
+    >>> asks_one_paper("Which paper prunes filters?"), asks_one_paper("Which papers prune filters?")
+    (True, False)
+    """
+    return bool(_ONE_PAPER.match(question))
+
+
 def content_terms(question: str) -> list[tuple[str, str]]:
     """``(word, BM25 token)`` of each distinct content word of ``question``, in order: function words
     (:data:`~citerag.service.answering.language.FUNCTION_WORDS`) dropped, a hyphenated compound split into its words.
@@ -150,6 +163,8 @@ def question_kind(question: str, names: Sequence[str] = ()) -> QuestionKind:
     ('number', 'definition')
     >>> question_kind("What do Harmonic-NAS and AutoCoG each optimise?", ["Harmonic-NAS", "AutoCoG"])
     'comparison'
+    >>> question_kind("How do QSGD and the method that sends side information each cut communication?", ["QSGD"])
+    'comparison'
     """
     if is_yes_no(question):
         return "yes_no"
@@ -178,6 +193,7 @@ class QuestionInfo:
         counted: the BM25 terms of what a counting question counts (:func:`counted_terms`), else ``()``.
         follow_up: why it was read as a follow-up (``"refers back: 'it'"``, ``"continuation"``, ``"short"``), or ``""``.
         keep: documents an earlier answer cited, kept as retrieval candidates for a follow-up.
+        one_paper: a which-papers question asked in the singular (:func:`asks_one_paper`).
     """
 
     asked: str
@@ -188,6 +204,7 @@ class QuestionInfo:
     counted: tuple[str, ...] = ()
     follow_up: str = ""
     keep: tuple[str, ...] = field(default_factory=tuple)
+    one_paper: bool = False
 
     @property
     def rewritten(self) -> bool:
@@ -207,7 +224,7 @@ def analyse(question: str, history: Sequence[Turn] = ()) -> QuestionInfo:
     return QuestionInfo(
         asked=question.strip(), text=resolved.question, kind=question_kind(resolved.question, names), names=names,
         terms=tuple(content_terms(resolved.question)), counted=counted_terms(resolved.question),
-        follow_up=resolved.reason, keep=resolved.keep,
+        follow_up=resolved.reason, keep=resolved.keep, one_paper=asks_one_paper(resolved.question),
     )
 
 

@@ -9,12 +9,15 @@ from dataclasses import replace
 
 from citerag.index.backend import Searcher
 from citerag.index.search import SearchResult
+from citerag.service.answering.names import named_documents
 from citerag.service.answering.state import AnswerState
 from citerag.service.conversation import keep_candidates
 
 #: Abstain before the model is asked when the best passage's cosine similarity to the question is below this
 #: (calibrated on the dev set: off-topic questions score 0.13-0.15, the lowest answerable one 0.20).
 MIN_DENSE_SCORE = 0.18
+#: How many passages a paper's name is searched for, when a comparison names a paper retrieval missed.
+NAME_SEARCH_K = 5
 
 
 def merge_same_document(results: list[SearchResult]) -> list[SearchResult]:
@@ -86,6 +89,10 @@ class Retrieve:
     retrieval), emit them (``"passages"``), and abstain when retrieval found nothing close
     (:func:`retrieval_gap`).
 
+    A comparison that names two or more papers gets each named paper: a name that names none of the retrieved
+    documents (:func:`~citerag.service.answering.names.named_documents`) is searched on its own, and the best
+    passage of the document it names (among that search's top :data:`NAME_SEARCH_K`) is added.
+
     A follow-up keeps the documents the previous answer cited as candidates: when none of them is retrieved, the
     best passage among them takes the last slot (:func:`~citerag.service.conversation.keep_candidates`; not when
     the filters name ``doc_id``).
@@ -101,6 +108,16 @@ class Retrieve:
         self.searcher = searcher
         self.min_dense_score = min_dense_score
 
+    def _with_named(self, results: list[SearchResult], names: tuple[str, ...], filters) -> list[SearchResult]:  # noqa: ANN001
+        """``results`` plus the best passage of each paper ``names`` names that they miss (class docstring)."""
+        for name in names:
+            if named_documents([name], results):
+                continue
+            hits = self.searcher.search(name, k=NAME_SEARCH_K, mode="hybrid", filters=filters)
+            found = named_documents([name], hits)
+            results = [*results, *(h for h in hits if h.document.doc_id in found)][: len(results) + 1]
+        return results
+
     def run(self, state: AnswerState) -> None:
         assert state.info is not None, "analyse runs first"
         question, filters = state.info.text, state.filters
@@ -108,6 +125,8 @@ class Retrieve:
         if state.info.keep and "doc_id" not in (filters or {}):
             results = keep_candidates(results, state.info.keep, lambda ids: self.searcher.search(
                 question, k=1, mode="hybrid", filters={**(filters or {}), "doc_id": {"in": ids}}))
+        if state.info.kind == "comparison" and len(state.info.names) >= 2:
+            results = self._with_named(results, state.info.names, filters)
         state.passages = merge_same_document(results)
         state.emit("passages", state.passages)
         if gap := retrieval_gap(state.passages, self.min_dense_score):

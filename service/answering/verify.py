@@ -245,7 +245,9 @@ class Verify:
         for i, item in enumerate(evidence):
             firsts.setdefault(item.doc_id, i)
         named = named_documents(state.info.names, state.passages)
-        wanted = [d for d in named if d in firsts] if statements or named else list(firsts)
+        wanted = [d for d in named if d in firsts]
+        if not statements and not wanted:  # nothing kept and no named paper in the evidence: every paper's best
+            wanted = list(firsts)
         covered = {evidence[i].doc_id for s in statements for i in s.evidence}
         extracts = [Statement(texts[firsts[d]].rstrip(".!?;:, "), (firsts[d],), "extract")
                     for d in wanted if d not in covered]

@@ -85,6 +85,10 @@ def test_a_which_papers_question_gets_each_qualifying_papers_best_sentence() -> 
     assert {e.doc_id for e in state.evidence} == {"ml", "ml2"}
     one = _selected("What lowers the error?", passages, sentences=1)
     assert len({e.doc_id for e in one.evidence}) == 1
+    singular = _selected("Which paper proposes a method with a lower error or less memory?", passages, sentences=1,
+                         paper_ratio=0.0, max_papers=2)
+    assert singular.info.kind == "which_papers" and singular.info.one_paper
+    assert len(singular.evidence) == 1 and singular.evidence[0].doc_id in {"ml", "ml2"}  # the paper that fits best
 
 
 def test_a_question_naming_two_papers_gets_the_best_sentence_of_each() -> None:

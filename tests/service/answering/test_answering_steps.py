@@ -264,3 +264,42 @@ def test_a_which_papers_answer_falls_back_to_each_papers_own_sentence() -> None:
     Verify().run(state)
     assert [s.origin for s in state.statements] == ["extract", "extract"]
     assert {state.evidence[s.evidence[0]].doc_id for s in state.statements} == {"ml", "ml2"}
+
+
+def test_a_comparison_whose_answer_fails_still_answers_from_the_evidence() -> None:
+    # the named paper is retrieved but its sentences are not evidence: nothing written survives, yet the answer
+    # is each evidence paper's own sentence, never empty
+    passages = [result("covid", COVID), result("ml", ML, rank=2)]
+    state = _state("How do LU-KV and the placenta study each cut costs?", passages)
+    state.evidence = [e for e in state.evidence if e.doc_id == "covid"]
+    state.written = "HydroGraph forecasts river floods [1]."
+    Verify().run(state)
+    assert state.info.kind == "comparison" and [s.origin for s in state.statements] == ["extract"]
+
+
+class _ByQuery:
+    """Returns ``table[query]`` for each query (the first ``k``), and records the queries."""
+
+    def __init__(self, table) -> None:  # noqa: ANN001 - dict[str, list[SearchResult]]
+        self.table, self.queries = table, []
+
+    def search(self, query, k=10, mode="hybrid", filters=None, **_):
+        self.queries.append(query)
+        return self.table.get(query, [])[:k]
+
+
+def test_a_comparison_gets_each_paper_it_names_even_when_retrieval_missed_one() -> None:
+    from citerag.service.answering.retrieve import Retrieve
+
+    question = "What do LU-KV and GP-EquiFlow each improve?"
+    searcher = _ByQuery({question: [result("ml", ML, dense=0.6)], "GP-EquiFlow": [result("ml2", ML2)]})
+    state = AnswerState(question=question, k=8)
+    state.info = analyse(question)
+    Retrieve(searcher).run(state)
+    assert state.info.kind == "comparison"
+    assert [p.document.doc_id for p in state.passages] == ["ml", "ml2"] and searcher.queries == [question, "GP-EquiFlow"]
+    alone = _ByQuery({"What does LU-KV improve?": [result("ml", ML, dense=0.6)]})
+    state = AnswerState(question="What does LU-KV improve?", k=8)
+    state.info = analyse(state.question)
+    Retrieve(alone).run(state)
+    assert alone.queries == ["What does LU-KV improve?"]  # one name: no extra search
