@@ -115,7 +115,7 @@ class Settings(BaseSettings):
         "700 characters; which-papers and comparison questions add each qualifying paper's best; eval/results/qa.md).",
     )
     min_confidence: float = Field(
-        0.7, ge=0.0, le=1.0, description="Abstain when the model's probability that the evidence answers the "
+        0.65, ge=0.0, le=1.0, description="Abstain when the model's probability that the evidence answers the "
         "question is below this (chosen on dev questions: eval/results/qa.md).",
     )
     min_confidence_unseen: float = Field(

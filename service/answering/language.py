@@ -60,7 +60,7 @@ META_WORDS = frozenset("evidence sentence sentences passage passages excerpt exc
 #: Openings that do not name their subject: a written sentence may not start with one.
 PRONOUN_OPENING = re.compile(
     r"^\s*(?:(?:in|with|through) (?:this|our|the present) (?:work|paper|study|article|research),?\s+"
-    r"|here,?\s+|to (?:this|that) end,?\s+)?(?:we|our|us|this|these|those|it|its|they|their|here)\b",
+    r"|here,?\s+|to (?:this|that) end,?\s+|[^,.;:\d]{1,60},\s+)?(?:we|our|us|this|these|those|it|its|they|their|here)\b",
     re.IGNORECASE,
 )
 

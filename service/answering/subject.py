@@ -23,7 +23,8 @@ _ADVERB = re.compile(r"^(?:\w+ly|also|further|then|first|now|here|additionally|m
                      re.IGNORECASE)
 _LEAD = re.compile(
     r"^\s*(?:(?:in|with|through) (?:this|our|the present) (?:work|paper|study|article|research),?\s+"
-    r"|here,?\s+|to (?:this|that) end,?\s+|specifically,?\s+|finally,?\s+|moreover,?\s+|in addition,?\s+)",
+    r"|here,?\s+|to (?:this|that) end,?\s+|specifically,?\s+|finally,?\s+|moreover,?\s+|in addition,?\s+"
+    r"|[^,.;:\d]{1,60},\s+(?=(?:we|our|this|these|it|its|they|their)\b))",
     re.IGNORECASE,
 )
 # "we present EDEN, a family of ..." -> the coined name and its appositive: "EDEN is a family of ...".
@@ -80,6 +81,10 @@ def name_subject(sentence: str, label: str) -> str:
     'LU-KV is a KV cache eviction method.'
     >>> name_subject("In this work, we further show that the bound is tight.", "BAPO")
     'BAPO further shows that the bound is tight.'
+    >>> name_subject("To address these limits, we propose GP-EquiFlow, an equivariant flow model.", "GP-EquiFlow")
+    'GP-EquiFlow is an equivariant flow model.'
+    >>> name_subject("At 10% memory, we keep 90% accuracy.", "LU-KV")  # a lead holding a number is kept
+    'At 10% memory, we keep 90% accuracy.'
     >>> name_subject("Our results show a 12% gain.", "GLEAN"), name_subject("This enables faster decoding.", "ASMC")
     ("GLEAN's results show a 12% gain.", 'ASMC enables faster decoding.')
     >>> name_subject("Our method reaches 80.6%.", "ASMC"), name_subject("ASMC reaches 80.6%.", "ASMC")

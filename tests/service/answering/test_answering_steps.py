@@ -50,7 +50,7 @@ def test_the_judge_abstains_below_the_threshold_and_keeps_its_prefix_cached() ->
     state = _state("What is the main cause of HIV-1 infection in children?", [result("covid", COVID)])
     generator = FixedGenerator(judge=0.1)
     Judge(generator).run(state)
-    assert state.abstained and "confidence 0.10 < 0.70" in state.reason
+    assert state.abstained and "confidence 0.10 < 0.65" in state.reason
     assert generator.calls[0]["pin"] is False and generator.pins == 1  # re-pinned: the writer will not run
     sure = _state("What is the main cause of HIV-1 infection in children?", [result("covid", COVID)])
     Judge(FixedGenerator(judge=0.9)).run(sure)
