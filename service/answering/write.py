@@ -95,6 +95,10 @@ def first_word_decision(text: str) -> str | None:
     return word if word in DECISIONS else None
 
 
+#: Characters a yes/no conclusion's stream holds back before sending (the echo is at most ~55 characters).
+ECHO_HOLD = 72
+
+
 def without_echo(text: str) -> str:
     """``text`` without the conclusion request's echo at its start (a decision word before it is kept).
 
@@ -109,6 +113,35 @@ def without_echo(text: str) -> str:
     rest = text[match.end():]
     decision = match.group(1) or ""
     return f"{decision}{rest[:1] if decision else rest[:1].upper()}{rest[1:]}"
+
+
+class EchoCut:
+    """A stream filter: holds the first :data:`ECHO_HOLD` characters, sends them without the request's echo
+    (:func:`without_echo`), then passes the rest through, so the reader never sees "The abstract's results
+    conclude that ...".
+
+    Args:
+        emit: receives each piece; returns True to stop.
+    """
+
+    def __init__(self, emit) -> None:  # noqa: ANN001 - Callable[[str], bool | None]
+        self.emit = emit
+        self.held: str | None = ""
+
+    def feed(self, piece: str) -> bool:
+        """Take the next piece; True once the listener asked to stop."""
+        if self.held is None:
+            return bool(self.emit(piece))
+        self.held += piece
+        return len(self.held) >= ECHO_HOLD and self.flush()
+
+    def flush(self) -> bool:
+        """Send what is held (at the end of the text)."""
+        if not self.held:
+            self.held = None
+            return False
+        text, self.held = without_echo(self.held), None
+        return bool(self.emit(text))
 
 
 class Write:
@@ -140,12 +173,17 @@ class Write:
         state.written = self._write(state, messages, pin=True, slot=ANSWER_SLOT, fixed=None)
 
     def _write(self, state: AnswerState, messages: list[dict[str, str]], pin: bool, slot: int,
-               fixed: int | None) -> str:
-        """The model's text for ``messages``, streamed as ``"token"`` events; timings and truncation recorded."""
-        stream = MarkerStream(state.evidence, lambda text: state.emit("token", text))
+               fixed: int | None, echo: bool = False) -> str:
+        """The model's text for ``messages``, streamed as ``"token"`` events (``echo``: the request's echo held
+        back, :class:`EchoCut`); timings and truncation recorded."""
+        emit = lambda text: state.emit("token", text)  # noqa: E731
+        cut = EchoCut(emit) if echo else None
+        stream = MarkerStream(state.evidence, cut.feed if cut else emit)
         completion = self.generator.chat(messages, max_tokens=self.max_tokens, on_delta=stream.feed, pin=pin,
                                          slot=slot, fixed=fixed)
         stream.flush()
+        if cut:
+            cut.flush()
         state.add_model_time(completion.prompt_ms, completion.generate_ms, completion.completion_tokens)
         state.truncated = completion.finish_reason == "length"
         return completion.text.strip()
@@ -154,7 +192,7 @@ class Write:
         """A yes/no question: the conclusion, then the decision after it, in :data:`DECISION_SLOT` (the system
         prompt its one fixed message)."""
         messages = conclusion_messages(state.info, state.evidence)
-        written = self._write(state, messages, pin=False, slot=DECISION_SLOT, fixed=1)
+        written = self._write(state, messages, pin=False, slot=DECISION_SLOT, fixed=1, echo=True)
         choice = choose(self.generator, decision_messages(messages, written), DECISION_GRAMMAR, list(DECISIONS),
                         pin=True, slot=DECISION_SLOT, fixed=1)
         state.add_model_time(choice.completion.prompt_ms, choice.completion.generate_ms, 1)

@@ -108,9 +108,12 @@ def test_the_stream_shows_passage_numbers_even_when_a_marker_is_split() -> None:
 
 def test_a_conclusion_loses_the_echo_of_its_request() -> None:
     state = _state("Does tailored print raise mammography use?", [result("pubmed", PUBMED)])
+    shown: list[str] = []
+    state.on_event = lambda kind, payload: shown.append(payload) if kind == "token" else None
     Write(FixedGenerator("No, the abstract's results conclude that tailored print had no effect.",
                          decision={"yes": 0.1, "no": 0.8, "maybe": 0.1})).run(state)
     assert state.written == "No, tailored print had no effect." and state.decision == "no"
+    assert "".join(shown) == state.written  # the stream never shows the echo either
     state = _state("Does tailored print raise mammography use?", [result("pubmed", PUBMED)])
     Write(FixedGenerator("The evidence shows that tailored print had no effect.")).run(state)
     assert state.written == "Tailored print had no effect."
