@@ -267,8 +267,8 @@ class SelectEvidence:
         if not ranked:
             state.abstain("the passages hold no sentence to answer from")
             return
-        chosen = self.chosen(ranked, named_documents(state.info.names, state.passages), state.info.kind,
-                             1 if state.info.one_paper else self.max_papers)
+        state.named = named_documents(state.info.names, state.passages)
+        chosen = self.chosen(ranked, state.named, state.info.kind, 1 if state.info.one_paper else self.max_papers)
         state.evidence = grouped(chosen)
         state.emit("evidence", state.evidence)
 

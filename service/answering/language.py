@@ -57,10 +57,15 @@ RESEARCH_NOUNS = frozenset(
 #: states"): such a sentence says nothing a reader asked for.
 META_WORDS = frozenset("evidence sentence sentences passage passages excerpt excerpts quoted".split())
 
+#: The stock phrases that lead into an abstract's unnamed subject ("In this work, we ...", "To this end, we ...").
+STOCK_LEAD = (r"(?:in|with|through) (?:this|our|the present) (?:work|paper|study|article|research),?\s+"
+              r"|here,?\s+|to (?:this|that) end,?\s+")
+#: Any other short lead clause before a comma ("To address these limits, we ..."); none holding a digit, so "At
+#: 10% memory, we ..." keeps the lead that qualifies its number.
+CLAUSE_LEAD = r"[^,.;:\d]{1,60},\s+"
 #: Openings that do not name their subject: a written sentence may not start with one.
 PRONOUN_OPENING = re.compile(
-    r"^\s*(?:(?:in|with|through) (?:this|our|the present) (?:work|paper|study|article|research),?\s+"
-    r"|here,?\s+|to (?:this|that) end,?\s+|[^,.;:\d]{1,60},\s+)?(?:we|our|us|this|these|those|it|its|they|their|here)\b",
+    rf"^\s*(?:{STOCK_LEAD}|{CLAUSE_LEAD})?(?:we|our|us|this|these|those|it|its|they|their|here)\b",
     re.IGNORECASE,
 )
 

@@ -76,6 +76,8 @@ class AnswerState:
         keep: documents to keep as retrieval candidates (besides those a follow-up's history names).
         info: the analysed question (analyse).
         passages: the retrieved passages, numbered ``[1]..[len]`` (retrieve).
+        named: the retrieved documents the question names, in the order named (select evidence:
+            :func:`~citerag.service.answering.names.named_documents`).
         evidence: the evidence sentences the model reads, in prompt order (select evidence).
         confidence: probability in ``[0, 1]`` that the evidence answers the question (judge; 1.0 when the evidence
             score alone decided it).
@@ -100,6 +102,7 @@ class AnswerState:
     keep: tuple[str, ...] = ()
     info: QuestionInfo | None = None
     passages: list[SearchResult] = field(default_factory=list)
+    named: list[str] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
     confidence: float = 0.0
     decision: str | None = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from citerag.service.answering.language import FUNCTION_WORDS, RESEARCH_NOUNS
+from citerag.service.answering.language import CLAUSE_LEAD, FUNCTION_WORDS, RESEARCH_NOUNS, STOCK_LEAD
 
 #: Irregular third-person singular forms.
 _IRREGULAR = {"have": "has", "are": "is", "were": "was", "do": "does", "go": "goes", "be": "is"}
@@ -22,9 +22,8 @@ _INVARIANT = frozenset(
 _ADVERB = re.compile(r"^(?:\w+ly|also|further|then|first|now|here|additionally|moreover|finally|thus|therefore|still)$",
                      re.IGNORECASE)
 _LEAD = re.compile(
-    r"^\s*(?:(?:in|with|through) (?:this|our|the present) (?:work|paper|study|article|research),?\s+"
-    r"|here,?\s+|to (?:this|that) end,?\s+|specifically,?\s+|finally,?\s+|moreover,?\s+|in addition,?\s+"
-    r"|[^,.;:\d]{1,60},\s+(?=(?:we|our|this|these|it|its|they|their)\b))",
+    rf"^\s*(?:{STOCK_LEAD}|specifically,?\s+|finally,?\s+|moreover,?\s+|in addition,?\s+"
+    rf"|{CLAUSE_LEAD}(?=(?:we|our|this|these|it|its|they|their)\b))",
     re.IGNORECASE,
 )
 # "we present EDEN, a family of ..." -> the coined name and its appositive: "EDEN is a family of ...".

@@ -237,15 +237,11 @@ class Verify:
     def _each_paper(statements: list[Statement], state: AnswerState, texts: Sequence[str]) -> list[Statement]:
         """An answer about several papers covers each: a paper the question names that no kept sentence rests on
         (every paper of the evidence when none was kept) gets its own evidence sentence."""
-        from citerag.service.answering.names import named_documents
-
-        assert state.info is not None
         evidence = state.evidence
         firsts: dict[str, int] = {}
         for i, item in enumerate(evidence):
             firsts.setdefault(item.doc_id, i)
-        named = named_documents(state.info.names, state.passages)
-        wanted = [d for d in named if d in firsts]
+        wanted = [d for d in state.named if d in firsts]
         if not statements and not wanted:  # nothing kept and no named paper in the evidence: every paper's best
             wanted = list(firsts)
         covered = {evidence[i].doc_id for s in statements for i in s.evidence}
