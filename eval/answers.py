@@ -21,7 +21,7 @@ import re
 import statistics
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from citerag.eval.readability import readability_problems
@@ -88,6 +88,7 @@ class AnswerRecord:
     decision: str | None = None
     confidence: float = 0.0  # the probability that the evidence answers (the judge's); 0.0 when not asked
     readability: tuple[str, ...] = ()  # the readability rules the answer breaks (eval/readability.py)
+    decision_probabilities: dict[str, float] = field(default_factory=dict)  # yes/no/maybe behind ``decision``
 
 
 def judge(question: DevQuestion, answer: AnswerLike) -> AnswerRecord:
@@ -112,6 +113,7 @@ def judge(question: DevQuestion, answer: AnswerLike) -> AnswerRecord:
         question.qid, question.kind, correct, answer.abstained, relevant, len(answer.citations), out_of_range,
         answer.answer, answer.timings_ms, answer.reason, answer.raw, sum(named), len(named),
         getattr(answer, "decision", None), float(getattr(answer, "confidence", 0.0)), problems,
+        {k: round(v, 4) for k, v in getattr(answer, "decision_probabilities", {}).items()},
     )
 
 

@@ -122,6 +122,7 @@ class QARecord:
     cited_gold: int = 0
     confidence: float = 0.0
     reach: int | None = None  # rank of the first retrieved passage holding the gold span (COVID-QA), else None
+    decision_probabilities: dict[str, float] = field(default_factory=dict)  # yes/no/maybe behind ``decision``
 
 
 def judge(question: QAQuestion, answer: Any, reach: int | None = None) -> QARecord:
@@ -133,6 +134,7 @@ def judge(question: QAQuestion, answer: Any, reach: int | None = None) -> QAReco
         {k: round(v, 1) for k, v in answer.timings_ms.items()}, getattr(answer, "decision", None), question.decision,
         cited_gold=sum(doc == question.doc_id for doc, _, _ in citations),
         confidence=float(getattr(answer, "confidence", 0.0)), reach=reach,
+        decision_probabilities={k: round(v, 4) for k, v in getattr(answer, "decision_probabilities", {}).items()},
     )
     if question.answers and not answer.abstained:
         text = m.strip_markers(answer.answer)

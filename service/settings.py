@@ -114,6 +114,10 @@ class Settings(BaseSettings):
         3, ge=1, le=9, description="Evidence sentences the model writes from, for a question about one paper (within "
         "700 characters; which-papers and comparison questions add each qualifying paper's best; eval/results/qa.md).",
     )
+    evidence_min_ratio: float = Field(
+        0.7, ge=0.0, le=1.0, description="Besides the best evidence sentence, keep a sentence only when it scores at "
+        "least this share of the best one's score (0: off; eval/results/qa.md).",
+    )
     min_confidence: float = Field(
         0.65, ge=0.0, le=1.0, description="Abstain when the model's probability that the evidence answers the "
         "question is below this (chosen on dev questions: eval/results/qa.md).",
@@ -121,6 +125,10 @@ class Settings(BaseSettings):
     min_confidence_unseen: float = Field(
         0.85, ge=0.0, le=1.0, description="The confidence a question (not a yes/no one) needs when one of its content "
         "words is in no indexed passage (0: off; chosen on dev questions: eval/results/qa.md).",
+    )
+    second_look: bool = Field(
+        True, description="Before abstaining, judge the next-best evidence sentences in place of the first ones "
+        "(eval/results/qa.md).",
     )
     n_ctx: int = Field(4096, ge=512, description="Model context window (tokens).")
     max_answer_tokens: int = Field(120, ge=16, le=2048, description="The written answer's limit (tokens).")

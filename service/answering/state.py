@@ -79,6 +79,8 @@ class AnswerState:
         named: the retrieved documents the question names, in the order named (select evidence:
             :func:`~citerag.service.answering.names.named_documents`).
         evidence: the evidence sentences the model reads, in prompt order (select evidence).
+        reserve: the next-best sentences, read in their place when the judge finds that the evidence does not
+            answer (select evidence; empty for questions about several papers and yes/no questions).
         confidence: probability in ``[0, 1]`` that the evidence answers the question (judge; 1.0 when the evidence
             score alone decided it).
         decision: ``"yes"``/``"no"``/``"maybe"`` for a yes/no question (write), else ``None``.
@@ -104,6 +106,7 @@ class AnswerState:
     passages: list[SearchResult] = field(default_factory=list)
     named: list[str] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
+    reserve: list[Evidence] = field(default_factory=list)
     confidence: float = 0.0
     decision: str | None = None
     decision_probabilities: dict[str, float] = field(default_factory=dict)
@@ -154,6 +157,7 @@ class Answer:
         evidence: the evidence sentences the model read, in prompt order.
         used: 0-based indexes into ``evidence`` of the sentences the answer rests on.
         decision: ``"yes"``, ``"no"`` or ``"maybe"`` for a yes/no question, else ``None``.
+        decision_probabilities: the model's probabilities of yes/no/maybe behind ``decision`` (empty otherwise).
         confidence: probability in ``[0, 1]`` that the evidence answers the question (0 when not estimated).
         kind: the question's kind (:data:`~citerag.service.answering.question.QuestionKind`).
         asked: the question as asked (``""``: the same as ``question``).
@@ -171,6 +175,7 @@ class Answer:
     evidence: list[Evidence] = field(default_factory=list)
     used: list[int] = field(default_factory=list)
     decision: str | None = None
+    decision_probabilities: dict[str, float] = field(default_factory=dict)
     confidence: float = 0.0
     kind: str = "fact"
     asked: str = ""
@@ -184,6 +189,7 @@ class Answer:
             abstained=state.abstained, reason=state.reason, citations=list(state.citations),
             passages=list(state.passages), raw=state.written, timings_ms=dict(state.timings_ms),
             completion_tokens=state.completion_tokens, evidence=list(state.evidence), used=used,
-            decision=state.decision, confidence=state.confidence, kind=state.info.kind if state.info else "fact",
+            decision=state.decision, decision_probabilities=dict(state.decision_probabilities),
+            confidence=state.confidence, kind=state.info.kind if state.info else "fact",
             asked=state.question,
         )

@@ -82,7 +82,7 @@ def content_tokens(text: str) -> set[str]:
 
 
 def check(sentence: str, sources: Iterable[str], question: str = "", labels: Iterable[str] = (),
-          yes_no: bool = False) -> Check:
+          yes_no: bool = False, names_answer: bool = False) -> Check:
     """Check ``sentence`` (readable text, no markers) against ``sources`` (readable evidence texts) and ``labels``
     (the names of the papers they come from), for ``question`` (module docstring).
 
@@ -91,7 +91,9 @@ def check(sentence: str, sources: Iterable[str], question: str = "", labels: Ite
     nothing). Its names must be in ``sources`` or ``labels`` (compared by their letters and digits: ``M2AD`` is in
     "M$^2$AD"): a name taken from the question is not evidence that this paper says the thing, which keeps one paper's
     finding from being given to another. For a ``yes_no`` answer, whose decision is what it adds, all its words
-    count, the question's included.
+    count, the question's included. When ``names_answer`` (a question about one thing: "What method is proposed
+    for CD-CIL?"), a paper's name that the question does not hold is itself the answer, and a sentence that adds
+    only that name is supported.
 
     >>> check("ASMC reaches 80.6% exact-match accuracy", ["ASMC attains 80.6% exact-match accuracy."]).supported()
     True
@@ -102,6 +104,11 @@ def check(sentence: str, sources: Iterable[str], question: str = "", labels: Ite
     >>> check("PolyNeXt uses Platonic symmetries", ["It is equivariant to Platonic symmetries."], "What does PolyNeXt use?",
     ...       ["Platonic Transformer"]).missing_names
     ('PolyNeXt',)
+    >>> question, sources = "What method is proposed for CD-CIL?", ["We propose PMDO for CD-CIL."]
+    >>> check("PMDO is proposed for CD-CIL", sources, question, ["PMDO"]).coverage
+    0.0
+    >>> check("PMDO is proposed for CD-CIL", sources, question, ["PMDO"], names_answer=True).coverage
+    1.0
     """
     sources, labels = list(sources), list(labels)
     known_text = " ".join([*sources, *labels])
@@ -111,7 +118,8 @@ def check(sentence: str, sources: Iterable[str], question: str = "", labels: Ite
     numbers = set(number_values(known_text)) | set(number_values(question))
     terms = content_tokens(sentence) - _DECISION_WORDS
     added = terms if yes_no else terms - asked
-    coverage = len(added & known) / len(added) if added - label_terms else 0.0
+    says_more = bool(added - label_terms) or (names_answer and bool(added))
+    coverage = len(added & known) / len(added) if says_more else 0.0
     missing_numbers = tuple(n for n in dict.fromkeys(number_values(sentence)) if n not in numbers)
     names = [*names_in(sentence), *_CAPITALISED.findall(" " + sentence.split(" ", 1)[-1])]
     letters = _ALNUM.sub("", fold(known_text).lower())
@@ -147,16 +155,18 @@ def written_sentences(text: str, truncated: bool) -> list[tuple[str, list[int]]]
 @dataclass(frozen=True, slots=True)
 class _Context:
     """What a written sentence is checked with besides its evidence: the question, each evidence sentence's paper
-    label and whether the question is a yes/no one (:func:`check`)."""
+    label, whether the question is a yes/no one and whether a paper's name can be its answer (:func:`check`)."""
 
     question: str
     texts: list[str]
     labels: list[str | None]
     yes_no: bool
+    names_answer: bool
 
     def check(self, sentence: str, indexes: Sequence[int]) -> Check:
         labels = [label for i in indexes if (label := self.labels[i])]
-        return check(sentence, [self.texts[i] for i in indexes], self.question, labels, self.yes_no)
+        sources = [self.texts[i] for i in indexes]
+        return check(sentence, sources, self.question, labels, self.yes_no, self.names_answer)
 
 
 class Verify:
@@ -191,7 +201,9 @@ class Verify:
         evidence = state.evidence
         texts = [readable(e.text) for e in evidence]
         labels = [paper_label(e.result.document) for e in evidence]
-        context = _Context(readable(state.info.text), texts, labels, state.info.kind == "yes_no")
+        kind = state.info.kind
+        context = _Context(readable(state.info.text), texts, labels, kind == "yes_no",
+                           kind not in ("yes_no", "which_papers", "comparison"))
         statements: list[Statement] = []
         closest: list[int] = []  # for each sentence that failed, the evidence sentence most like it
         for body, cited in written_sentences(state.written, state.truncated):

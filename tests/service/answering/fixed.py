@@ -32,11 +32,13 @@ def result(doc_id: str, text: str, rank: int = 1, title: str = "", dense: float 
 
 class FixedGenerator:
     """A chat model with fixed outputs: ``written`` is the text the writer writes (streamed in 3-character pieces),
-    ``judge`` the probability of "yes" for the judge's question, ``decision`` the yes/no/maybe probabilities."""
+    ``judge`` the probability of "yes" for the judge's question (or a function of the judge's messages giving it),
+    ``decision`` the yes/no/maybe probabilities."""
 
     fixed_messages = 7
 
-    def __init__(self, written: str = "", judge: float = 0.9, decision: dict[str, float] | None = None) -> None:
+    def __init__(self, written: str = "", judge: float | Callable[[list], float] = 0.9,
+                 decision: dict[str, float] | None = None) -> None:
         self.written, self.judge, self.decision = written, judge, decision or {"yes": 0.6, "no": 0.3, "maybe": 0.1}
         self.calls: list[dict] = []
         self.pins = 0
@@ -50,7 +52,8 @@ class FixedGenerator:
                 if on_delta is not None and on_delta(self.written[i:i + 3]):
                     break
             return Completion(self.written, 120, 20, 900.0, 800.0, "stop")
-        table = self.decision if "maybe" in grammar else {"yes": self.judge, "no": 1 - self.judge}
+        judge = self.judge(messages) if callable(self.judge) else self.judge
+        table = self.decision if "maybe" in grammar else {"yes": judge, "no": 1 - judge}
         logprobs = {token: math.log(max(p, 1e-9)) for token, p in table.items()}
         return Completion(max(table, key=table.get), 130, 1, 150.0, 30.0, "stop", (logprobs,))
 

@@ -27,7 +27,7 @@ from tests.service.answering.fixed import COVID, ML, ML2, PUBMED, FixedGenerator
 
 def _state(question: str, passages, sentences: int = 3) -> AnswerState:
     state = AnswerState(question=question, info=analyse(question), passages=passages)
-    SelectEvidence(HashEmbedder().encode, sentences=sentences).run(state)
+    SelectEvidence(HashEmbedder().encode, sentences=sentences, min_ratio=0.0).run(state)
     return state
 
 
@@ -55,6 +55,36 @@ def test_the_judge_abstains_below_the_threshold_and_keeps_its_prefix_cached() ->
     sure = _state("What is the main cause of HIV-1 infection in children?", [result("covid", COVID)])
     Judge(FixedGenerator(judge=0.9)).run(sure)
     assert not sure.abstained and sure.confidence == pytest.approx(0.9)
+
+
+def test_before_abstaining_the_judge_reads_the_next_best_sentences() -> None:
+    # one sentence of evidence: COVID's best sentence for the question; the reserve holds the next best
+    question = "What is the main cause of HIV-1 infection in children?"
+    passages = [result("covid", COVID), result("ml", ML, rank=2)]
+    state = _state(question, passages, sentences=1)
+    first, reserve = list(state.evidence), list(state.reserve)
+    assert len(first) == 1 and len(reserve) == 1 and reserve[0] not in first
+    events: list[str] = []
+    state.on_event = lambda kind, _: events.append(kind)
+    # the judge says yes only to the reserve's sentence
+    generator = FixedGenerator(judge=lambda messages: 0.9 if reserve[0].text[:20] in messages[-1]["content"] else 0.2)
+    Judge(generator).run(state)
+    assert not state.abstained and state.evidence == reserve and state.confidence == pytest.approx(0.9)
+    assert events == ["evidence"] and len(generator.calls) == 2  # the new evidence is shown
+    # when the reserve does not answer either, the abstention rests on the first evidence
+    again = _state(question, passages, sentences=1)
+    Judge(FixedGenerator(judge=0.2)).run(again)
+    assert again.abstained and again.evidence == first and "confidence 0.20" in again.reason
+    # off: one judgement
+    off = _state(question, passages, sentences=1)
+    generator = FixedGenerator(judge=0.2)
+    Judge(generator, second_look=False).run(off)
+    assert off.abstained and len(generator.calls) == 1
+
+
+def test_questions_about_several_papers_have_no_reserve() -> None:
+    state = _state("Which papers study memory or transmission?", [result("ml", ML), result("covid", COVID, rank=2)])
+    assert state.reserve == []
 
 
 def test_a_yes_no_question_is_not_judged() -> None:
@@ -190,6 +220,15 @@ def test_a_pronoun_opening_gets_the_papers_name() -> None:
         "GP-EquiFlow is a flow model with Gaussian process priors", "GP-EquiFlow lowers error by 31%"]
 
 
+def test_a_papers_name_is_the_answer_to_a_question_about_one_thing() -> None:
+    # "LU-KV" is the paper's coined name (its label), and the answer: the sentence adds nothing else
+    question = "What KV cache eviction method is proposed for long contexts?"
+    state = _verified(question, [result("ml", ML)], "LU-KV is proposed for long contexts [1].")
+    assert [(s.text, s.origin) for s in state.statements] == [("LU-KV is proposed for long contexts", "written")]
+    # a which-papers answer must still say what the paper does, not only name it
+    which = "Which paper proposes a KV cache eviction method?"
+    assert check("LU-KV is proposed", [ML], which, ["LU-KV"]).coverage == 0.0
+
 # --- compose -------------------------------------------------------------------------------------------------------
 
 def _composed(question: str, passages, statements: list[Statement], decision: str | None = None) -> AnswerState:
@@ -240,7 +279,8 @@ def test_the_pipeline_runs_each_step_once_in_order_and_streams() -> None:
     events: list[str] = []
     answer = pipeline.ask("How much memory does LU-KV keep?", on_event=lambda kind, _: events.append(kind))
     assert events[:3] == ["question", "passages", "evidence"] and set(events[3:]) == {"token"}
-    assert not answer.abstained and answer.answer.startswith("LU-KV is a KV cache eviction method [2].")
+    # the evidence is the one sentence that stands out: the sentence it does not hold is dropped
+    assert not answer.abstained and answer.answer == "LU-KV keeps 90% accuracy at 10% memory [2]."
     assert list(answer.timings_ms)[:2] == ["analyse", "retrieve"] and answer.timings_ms["total"] > 0
     assert {"judge", "write", "verify", "compose", "prompt", "generate"} <= set(answer.timings_ms)
     assert [c["grammar"] is not None for c in generator.calls] == [True, False]  # judged once, written once
