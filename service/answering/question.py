@@ -44,11 +44,14 @@ _WHICH_PAPERS = re.compile(
 _ONE_PAPER = re.compile(r"^\s*(?:(?:in|from) )?which (?:paper|abstract|work|study|article)\b", re.IGNORECASE)
 _COMPARE = re.compile(r"\b(?:compare[sd]?|comparison|differ(?:s|ence|ences)?|versus|vs\.?)\b|\band\b[^?]*\beach\b",
                       re.IGNORECASE)
-# Quantity questions: "how" + a degree word, or "what/which" + a generic measure noun ("what percentage").
+# Quantity questions: "how" + a degree word, or "what/which" + a generic measure noun ("what percentage"), the noun
+# perhaps qualified by up to three words that name no thing: quantity adjectives ("maximum"), words with a digit
+# or a hyphen ("top-1", "exact-match") and acronyms ("MoE"): "What top-1 accuracy ...", "What maximum MoE speedup".
+_QUALIFIER = rf"(?:(?:{'|'.join(sorted(QUANTITY_MODIFIERS))}|[\w-]*\d[\w-]*|\w+-\w+|(?-i:[A-Z][A-Za-z]*[A-Z]\w*))\s+)"
 _QUANTITY = re.compile(
     r"\bhow (?:many|much|long|old|often|large|big|high|low|far|fast|small)\b"
-    r"|\b(?:what|which) (?:is |was |are |were )?(?:the )?(?:percentage|percent|proportion|fraction|number|share|"
-    r"rate|ratio|amount|size|count|accuracy|speed-?up|score)\b"
+    rf"|\b(?:what|which) (?:is |was |are |were )?(?:the )?{_QUALIFIER}{{0,3}}(?:percentage|percent|proportion|"
+    r"fraction|number|share|rate|ratio|amount|size|count|accuracy|speed-?up|score)\b"
     r"|^\s*(?:when|(?:in )?(?:what|which) (?:year|date|month))\b",
     re.IGNORECASE,
 )
@@ -161,6 +164,10 @@ def question_kind(question: str, names: Sequence[str] = ()) -> QuestionKind:
     ('yes_no', 'which_papers')
     >>> question_kind("How many parameters does EDEN have?"), question_kind("What is the Platonic Transformer?")
     ('number', 'definition')
+    >>> question_kind("What top-1 accuracy does PolyNeXt reach?"), question_kind("What maximum MoE speedup is reached?")
+    ('number', 'number')
+    >>> question_kind("What kind of score does V1 use?"), question_kind("What new accuracy metric is proposed?")
+    ('fact', 'fact')
     >>> question_kind("What do Harmonic-NAS and AutoCoG each optimise?", ["Harmonic-NAS", "AutoCoG"])
     'comparison'
     >>> question_kind("How do QSGD and the method that sends side information each cut communication?", ["QSGD"])
