@@ -35,6 +35,13 @@ _INTRODUCED_WORD = re.compile(
 )
 # What follows a token used as a modifier, not a name: a lower-case word ("VLA model", "KV cache", "LLM-based").
 _NEXT_WORD = re.compile(r"^(?:[-–]|\s+)([a-z]\w*)")
+# A name after a preposition is one the paper uses, not one it coins ("we build new test sets for the CIFAR-10
+# and ImageNet datasets", "we present a family of classes with VCD(C) = 3k").
+_PREPOSITION_BEFORE = re.compile(
+    r"\b(?:for|on|of|to|in|with|from|over|across|than|by|at|into|between|against|under|via|using)\s+"
+    r"(?:(?:the|a|an)\s+)?$",
+    re.IGNORECASE,
+)
 # A plural acronym is a common noun ("LLMs", "GPUs", "MLPs"), not a coined name.
 _PLURAL_ACRONYM = re.compile(r"[A-Z]{2,}s")
 
@@ -59,7 +66,7 @@ def _own_part(candidate: str) -> bool:
 def coined_name(text: str) -> str | None:
     """The name an abstract coins for its method, model or benchmark, or ``None``: in the words after "we propose
     / introduce / present ..." or "called / named ...", an abbreviation in brackets ("... Optimization (PMDO)"),
-    else the first name-shaped token not used as a modifier of the next word, else a capitalised word set off as a
+    else the first name-shaped token not used as a modifier of the next word nor after a preposition, else a capitalised word set off as a
     name ("we propose Quill (...)").
 
     >>> coined_name("Long contexts are costly. We propose LU-KV, a KV cache eviction method.")
@@ -68,6 +75,8 @@ def coined_name(text: str) -> str | None:
     'XR-1'
     >>> coined_name("To resolve this, we introduce the Platonic Transformer to keep the cost.")
     'Platonic Transformer'
+    >>> coined_name("We build new test sets for the CIFAR-10 and ImageNet datasets.") is None
+    True
     """
     folded = fold(text)
     for match in _INTRODUCED.finditer(folded):
@@ -76,7 +85,8 @@ def coined_name(text: str) -> str | None:
             if _own_part(abbreviation.group(1)):
                 return abbreviation.group(1)
         for candidate in _COINED.finditer(span):
-            if _own_part(candidate.group(1)) and not _modifier(span[candidate.end():]):
+            if _own_part(candidate.group(1)) and not _modifier(span[candidate.end():]) \
+                    and not _PREPOSITION_BEFORE.search(span[: candidate.start()]):
                 return candidate.group(1)
         if match.group(1) and (word := _INTRODUCED_WORD.match(match.group(1))):
             return word.group(1)
