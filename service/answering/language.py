@@ -71,6 +71,26 @@ PRONOUN_OPENING = re.compile(
 
 #: A number as written: digits with separators and decimals, an optional sign, range, percent or multiplier.
 NUMBER = re.compile(r"(?<![\w.])[-+−]?\d+(?:[.,]\d+)*(?:\s?[%‰]|×|x(?![a-z]))?", re.IGNORECASE)
+#: Numbers written as words ("three times", "twice", "a dozen"): an amount stated without digits.
+NUMBER_WORDS = frozenset(
+    """zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen
+    eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred hundreds thousand thousands
+    million millions billion billions trillion once twice thrice half double triple quadruple dozen dozens
+    tenfold hundredfold""".split()
+)
+
+
+def states_number(text: str) -> bool:
+    """Whether ``text`` states a number, in digits or in words (:data:`NUMBER_WORDS`); citation markers do not count.
+
+    >>> states_number("ASMC reaches 80.6% [1]"), states_number("It learns three times faster")
+    (True, True)
+    >>> states_number("It is fast [2]")
+    False
+    """
+    return bool(number_values(text)) or any(w in NUMBER_WORDS for w in re.findall(r"[a-z]+", text.lower()))
+
+
 #: A citation marker: ``[2]``, ``[1, 3]``, ``[1][3]`` (each bracket separately), ``[1-3]`` (a range).
 CITATION_MARKER = re.compile(r"\[\s*(\d{1,3}(?:\s*(?:[,;]|[-–])\s*\d{1,3})*)\s*\]")
 

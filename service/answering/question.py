@@ -48,13 +48,16 @@ _COMPARE = re.compile(r"\b(?:compare[sd]?|comparison|differ(?:s|ence|ences)?|ver
 # perhaps qualified by up to three words that name no thing: quantity adjectives ("maximum"), words with a digit
 # or a hyphen ("top-1", "exact-match") and acronyms ("MoE"): "What top-1 accuracy ...", "What maximum MoE speedup".
 _QUALIFIER = rf"(?:(?:{'|'.join(sorted(QUANTITY_MODIFIERS))}|[\w-]*\d[\w-]*|\w+-\w+|(?-i:[A-Z][A-Za-z]*[A-Z]\w*))\s+)"
-_QUANTITY = re.compile(
-    r"\bhow (?:many|much|long|old|often|large|big|high|low|far|fast|small)\b"
+# "How" opens the question or its main clause ("By how much ...", "For ReLU networks, how many ..."): "governed by
+# how fast that weight moves" is a relative clause, not the quantity asked.
+_AMOUNT = re.compile(
+    r"(?:^\s*(?:\w+\s+){0,3}|,\s*)how (?:many|much|long|old|often|large|big|high|low|far|fast|small)\b"
     rf"|\b(?:what|which) (?:is |was |are |were )?(?:the )?{_QUALIFIER}{{0,3}}(?:percentage|percent|proportion|"
-    r"fraction|number|share|rate|ratio|amount|size|count|accuracy|speed-?up|score)\b"
-    r"|^\s*(?:when|(?:in )?(?:what|which) (?:year|date|month))\b",
+    r"fraction|number|share|rate|ratio|amount|size|count|accuracy|speed-?up|score)\b",
     re.IGNORECASE,
 )
+# Dates: "When ...", "In what year ...".
+_DATE = re.compile(r"^\s*(?:when|(?:in )?(?:what|which) (?:year|date|month))\b", re.IGNORECASE)
 # "How many GPUs were ...", "how much data is ...": the counted noun phrase, up to a verb, a preposition or the end.
 _COUNTED = re.compile(
     r"\bhow (?:many|much)\s+(?P<np>[^?,;]+?)(?=\s+(?:is|are|was|were|do|does|did|has|have|had|can|could|will|would|"
@@ -179,7 +182,7 @@ def question_kind(question: str, names: Sequence[str] = ()) -> QuestionKind:
         return "which_papers"
     if _COMPARE.search(question) or _joined(question, names):
         return "comparison"
-    if _QUANTITY.search(question):
+    if _AMOUNT.search(question) or _DATE.search(question):
         return "number"
     if _DEFINITION.match(question) and not _WH_WORD.search(_DEFINITION.match(question).group("subject")):
         return "definition"
@@ -201,6 +204,8 @@ class QuestionInfo:
         follow_up: why it was read as a follow-up (``"refers back: 'it'"``, ``"continuation"``, ``"short"``), or ``""``.
         keep: documents an earlier answer cited, kept as retrieval candidates for a follow-up.
         one_paper: a which-papers question asked in the singular (:func:`asks_one_paper`).
+        amount: a number question that asks for an amount ("How many ...", "What accuracy ..."), not a date: its
+            answer states a number.
     """
 
     asked: str
@@ -212,6 +217,7 @@ class QuestionInfo:
     follow_up: str = ""
     keep: tuple[str, ...] = field(default_factory=tuple)
     one_paper: bool = False
+    amount: bool = False
 
     @property
     def rewritten(self) -> bool:
@@ -223,15 +229,19 @@ def analyse(question: str, history: Sequence[Turn] = ()) -> QuestionInfo:
     """Analyse ``question`` (with the earlier turns ``history``, oldest first) into a :class:`QuestionInfo`.
 
     >>> info = analyse("How many parameters does EDEN have?")
-    >>> info.kind, info.names, [t for _, t in info.terms]
-    ('number', ('EDEN',), ['paramet', 'eden'])
+    >>> info.kind, info.names, [t for _, t in info.terms], info.amount
+    ('number', ('EDEN',), ['paramet', 'eden'], True)
+    >>> analyse("When was EDEN released?").amount
+    False
     """
     resolved: Standalone = standalone(question, history)
     names = tuple(question_names(resolved.question))
+    kind = question_kind(resolved.question, names)
     return QuestionInfo(
-        asked=question.strip(), text=resolved.question, kind=question_kind(resolved.question, names), names=names,
+        asked=question.strip(), text=resolved.question, kind=kind, names=names,
         terms=tuple(content_terms(resolved.question)), counted=counted_terms(resolved.question),
         follow_up=resolved.reason, keep=resolved.keep, one_paper=asks_one_paper(resolved.question),
+        amount=kind == "number" and bool(_AMOUNT.search(resolved.question)),
     )
 
 

@@ -17,7 +17,8 @@ it is dropped. When no written sentence survives, the answer is the evidence sen
 model wrote, itself (``origin="extract"``; the best-scored evidence sentence when the model wrote nothing), or, with
 ``fallback="abstain"``, the service abstains. An answer about several papers (which papers, a comparison) covers
 each: a paper the question names that no kept sentence rests on gets its own evidence sentence, and so does every
-paper of the evidence when nothing was kept. A sentence that opens with a pronoun ("We ...", "This ...") gets its paper's label as its
+paper of the evidence when nothing was kept. An answer to a question that asks for an amount ("How many ...?",
+"What accuracy ...?") that states no number is no answer: the service abstains. A sentence that opens with a pronoun ("We ...", "This ...") gets its paper's label as its
 subject (:func:`~citerag.service.answering.subject.name_subject`); an unfinished last sentence (the token limit) is
 dropped.
 """
@@ -38,6 +39,7 @@ from citerag.service.answering.language import (
     META_WORDS,
     marker_numbers,
     number_values,
+    states_number,
 )
 from citerag.service.answering.names import names_in, paper_label
 from citerag.service.answering.state import AnswerState, Statement
@@ -222,6 +224,9 @@ class Verify:
         elif not statements and evidence:
             best = closest[0] if closest else max(range(len(evidence)), key=lambda i: evidence[i].score)
             statements.append(Statement(texts[best].rstrip(".!?;:, "), (best,), "extract"))
+        if state.info.amount and statements and not any(states_number(s.text) for s in statements):
+            state.abstain("the question asks for an amount, and the evidence states none for it")
+            return
         named = [self._named(s, labels) for s in statements]
         several = state.info.kind in ("which_papers", "comparison")  # one sentence a paper, as many as the evidence
         state.statements = list({s.text: s for s in named}.values())[: None if several else self.max_sentences]

@@ -229,6 +229,12 @@ def test_a_papers_name_is_the_answer_to_a_question_about_one_thing() -> None:
     which = "Which paper proposes a KV cache eviction method?"
     assert check("LU-KV is proposed", [ML], which, ["LU-KV"]).coverage == 0.0
 
+def test_an_amount_answered_without_a_number_is_no_answer() -> None:
+    state = _verified("What accuracy does LU-KV keep?", [result("ml", ML)], "LU-KV, a KV cache eviction method, keeps accuracy [1].")
+    assert state.info.amount and state.abstained and "asks for an amount" in state.reason
+    kept = _verified("What accuracy does LU-KV keep?", [result("ml", ML)], "LU-KV keeps 90% accuracy [1].")
+    assert not kept.abstained and kept.statements[0].text == "LU-KV keeps 90% accuracy"
+
 # --- compose -------------------------------------------------------------------------------------------------------
 
 def _composed(question: str, passages, statements: list[Statement], decision: str | None = None) -> AnswerState:
