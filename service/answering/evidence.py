@@ -26,6 +26,7 @@ from rank_bm25 import BM25Okapi
 from citerag.index.search import SearchResult
 from citerag.index.text import fold, split_sentences
 from citerag.index.tokenize import tokenize
+from citerag.service.answering.language import OWN_WORK
 from citerag.service.answering.state import AnswerState
 
 #: (dense, bm25, coverage, rank) weights of the sentence score.
@@ -207,10 +208,30 @@ MAX_EVIDENCE_CHARS = 700
 #: score: fewer prompt tokens where one sentence stands out, and what is left out is the judge's reserve (chosen on
 #: dev questions: eval/results/qa.md).
 MIN_SCORE_RATIO = 0.7
+#: A paper is shown in an answer about several papers by its best sentence about its own work (we propose, our
+#: method; or naming the paper) when that scores at least this share of the paper's best sentence: what it does,
+#: not the background it starts from.
+OWN_SCORE_RATIO = 0.7
 #: A question about several papers (which papers, comparisons) gets the best sentence of each paper whose best
 #: sentence scores at least this share of the best sentence's score, up to :data:`MAX_PAPERS` papers.
 PAPER_SCORE_RATIO = 0.5
 MAX_PAPERS = 4
+
+
+def own_work_first(items: Sequence[Evidence], ratio: float = OWN_SCORE_RATIO) -> Evidence:
+    """A paper's sentence for an answer about several papers: of ``items`` (one paper's sentences, best first), the
+    best about the paper's own work (:data:`~citerag.service.answering.language.OWN_WORK`, or naming the paper)
+    when it scores at least ``ratio`` of the best, else the best.
+
+    Raises:
+        IndexError: ``items`` is empty.
+    """
+    from citerag.service.answering.names import coined_name
+
+    best = items[0]
+    name = coined_name(best.result.document.text)
+    own = next((item for item in items if OWN_WORK.search(item.text) or (name and name in item.text)), None)
+    return own if own is not None and own.score >= ratio * best.score else best
 
 
 def _unique(items: Sequence[Evidence]) -> list[Evidence]:
@@ -302,11 +323,12 @@ class SelectEvidence:
         """The evidence to keep from ``ranked`` (best first), for a question of ``kind`` that names the documents
         ``named`` (class docstring); a which-papers question keeps at most ``max_papers`` (default
         :attr:`max_papers`; 1 when it asks for one paper)."""
-        firsts: dict[str, Evidence] = {}
+        by_doc: dict[str, list[Evidence]] = {}
         for item in ranked:
-            firsts.setdefault(item.doc_id, item)
-        if kind == "which_papers":  # the best sentence of each paper that qualifies
-            papers = [item for item in firsts.values() if item.score >= self.paper_ratio * ranked[0].score]
+            by_doc.setdefault(item.doc_id, []).append(item)
+        firsts = {doc_id: own_work_first(items) for doc_id, items in by_doc.items()}  # each paper's sentence
+        if kind == "which_papers":  # the sentence of each paper whose best sentence qualifies
+            papers = [firsts[d] for d, items in by_doc.items() if items[0].score >= self.paper_ratio * ranked[0].score]
             return _unique([*papers[: max_papers or self.max_papers], *(firsts[d] for d in named if d in firsts)])
         several = len(named) >= 2 or kind == "comparison"
         chosen = _unique([ranked[0], *(firsts[d] for d in (named if several else []) if d in firsts)])

@@ -53,6 +53,11 @@ RESEARCH_NOUNS = frozenset(
     pipeline strategy""".split()
 )
 
+#: A sentence about the paper's own work ("we ...", "our ...", "this paper ..."), not its background: the zone a
+#: reader wants when asking what a paper does (argumentative zoning's OWN zone; Teufel & Moens 2002,
+#: Computational Linguistics 28(4)).
+OWN_WORK = re.compile(r"\b(?:we|our|this (?:paper|work|study|article))\b", re.IGNORECASE)
+
 #: Words with which a sentence talks about the prompt's material instead of the papers ("as evidence sentence [2]
 #: states"): such a sentence says nothing a reader asked for.
 META_WORDS = frozenset("evidence sentence sentences passage passages excerpt excerpts quoted".split())

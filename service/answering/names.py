@@ -18,7 +18,7 @@ from functools import lru_cache
 from citerag.index.search import SearchResult
 from citerag.index.text import fold, readable
 from citerag.index.types import Document
-from citerag.service.answering.language import FUNCTION_WORDS
+from citerag.service.answering.language import FUNCTION_WORDS, RESEARCH_NOUNS
 
 # A name-shaped token: a capital after its first letter or a digit, possibly hyphenated (EDEN, LU-KV, V1, XR-1).
 _NAME = r"[A-Za-z][\w]*(?:[-–][\w]+)*"
@@ -41,6 +41,10 @@ _PREPOSITION_BEFORE = re.compile(
     r"\b(?:for|on|of|to|in|with|from|over|across|than|by|at|into|between|against|under|via|using)\s+"
     r"(?:(?:the|a|an)\s+)?$",
     re.IGNORECASE,
+)
+# A name the abstract calls its own: "our PolyNeXt models", "our XR-1 framework", "our V1.".
+_OUR_NAME = re.compile(
+    rf"\bour\s+(?=[\w-]*?[A-Za-z][\w-]*?[A-Z0-9])({_NAME})(?=\s+(?:{'|'.join(sorted(RESEARCH_NOUNS))})\b|[,.;:)])"
 )
 # A plural acronym is a common noun ("LLMs", "GPUs", "MLPs"), not a coined name.
 _PLURAL_ACRONYM = re.compile(r"[A-Z]{2,}s")
@@ -66,8 +70,9 @@ def _own_part(candidate: str) -> bool:
 def coined_name(text: str) -> str | None:
     """The name an abstract coins for its method, model or benchmark, or ``None``: in the words after "we propose
     / introduce / present ..." or "called / named ...", an abbreviation in brackets ("... Optimization (PMDO)"),
-    else the first name-shaped token not used as a modifier of the next word nor after a preposition, else a capitalised word set off as a
-    name ("we propose Quill (...)").
+    else the first name-shaped token not used as a modifier of the next word nor after a preposition, else a
+    capitalised word set off as a name ("we propose Quill (...)"); else a name it calls its own ("our PolyNeXt
+    models").
 
     >>> coined_name("Long contexts are costly. We propose LU-KV, a KV cache eviction method.")
     'LU-KV'
@@ -77,6 +82,8 @@ def coined_name(text: str) -> str | None:
     'Platonic Transformer'
     >>> coined_name("We build new test sets for the CIFAR-10 and ImageNet datasets.") is None
     True
+    >>> coined_name("Within MetaFormer, our PolyNeXt models match activation-based ones."), coined_name("our GPU kernels")
+    ('PolyNeXt', None)
     """
     folded = fold(text)
     for match in _INTRODUCED.finditer(folded):
@@ -90,6 +97,9 @@ def coined_name(text: str) -> str | None:
                 return candidate.group(1)
         if match.group(1) and (word := _INTRODUCED_WORD.match(match.group(1))):
             return word.group(1)
+    for match in _OUR_NAME.finditer(folded):
+        if _own_part(match.group(1)):
+            return match.group(1)
     return None
 
 
@@ -184,13 +194,16 @@ def _words(text: str) -> str:
 def named_documents(names: Sequence[str], passages: Sequence[SearchResult]) -> list[str]:
     """The retrieved documents that ``names`` (a question's, :func:`question_names`) name, in the order named: a
     name names the best-ranked document called so, by its title (the name in it as whole words, case ignored) or
-    by the name its abstract coins, case, hyphens and punctuation ignored ("Error Encoding Networks" names
-    "Prediction Under Uncertainty with Error-Encoding Networks"). A name a paper only mentions ("HIV-1") names none.
+    by the name its abstract coins (or calls its own: "our PolyNeXt models"), case, hyphens and punctuation ignored ("Error Encoding Networks" names "Prediction Under Uncertainty with Error-Encoding
+    Networks"). A name a paper only mentions ("HIV-1") names none.
 
     >>> from citerag.index.types import Document
     >>> doc = Document("d1", "Prediction Under Uncertainty with Error-Encoding Networks", "We predict frames.", "")
     >>> named_documents(["Error Encoding Networks"], [SearchResult(1, None, doc, 1.0, 1, 1, 1.0, 0.5)])
     ['d1']
+    >>> own = Document("d2", "", "Within MetaFormer, our PolyNeXt models match HIV-1 rates.", "")
+    >>> [named_documents([n], [SearchResult(1, None, own, 1.0, 1, 1, 1.0, 0.5)]) for n in ("PolyNeXt", "HIV-1")]
+    [['d2'], []]
     """
     docs: list[str] = []
     for name in names:
