@@ -123,6 +123,25 @@ def test_a_word_no_passage_holds_needs_the_higher_confidence() -> None:
         Judge(FixedGenerator(), min_confidence=1.5)
 
 
+def test_a_yes_no_question_with_a_word_no_passage_holds_is_judged() -> None:
+    searcher = VocabularySearcher([result("pubmed", PUBMED)])
+    held = _state("Does telephone counseling increase mammography use?", searcher.results)
+    generator = FixedGenerator(judge=0.0)
+    Judge(generator, searcher).run(held)
+    assert not held.abstained and generator.calls == []  # every word held: its answer is the decision
+    one = _state("Does telephone counseling increase mammography use among Medicare women?", searcher.results)
+    Judge(generator, searcher).run(one)
+    assert not one.abstained and generator.calls == []  # one unseen word is common in answerable questions
+    origami = _state("Does telephone counseling increase foldable origami use?", searcher.results)
+    generator = FixedGenerator(judge=0.8)
+    Judge(generator, searcher).run(origami)
+    assert origami.abstained and "no indexed passage mentions 'foldable', 'origami'" in origami.reason
+    assert generator.pins == 1  # the cache goes back to its fixed prefix
+    sure = _state("Does telephone counseling increase foldable origami use?", searcher.results)
+    Judge(FixedGenerator(judge=0.9), searcher).run(sure)
+    assert not sure.abstained and sure.confidence == pytest.approx(0.9)
+
+
 # --- write ---------------------------------------------------------------------------------------------------------
 
 def test_the_stream_shows_passage_numbers_even_when_a_marker_is_split() -> None:
