@@ -114,10 +114,6 @@ class Settings(BaseSettings):
         3, ge=1, le=9, description="Evidence sentences the model writes from, for a question about one paper (within "
         "700 characters; which-papers and comparison questions add each qualifying paper's best; eval/results/qa.md).",
     )
-    evidence_min_ratio: float = Field(
-        0.7, ge=0.0, le=1.0, description="Besides the best evidence sentence, keep a sentence only when it scores at "
-        "least this share of the best one's score (0: off; eval/results/qa.md).",
-    )
     min_confidence: float = Field(
         0.65, ge=0.0, le=1.0, description="Abstain when the model's probability that the evidence answers the "
         "question is below this (chosen on dev questions: eval/results/qa.md).",

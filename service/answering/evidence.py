@@ -204,10 +204,6 @@ EVIDENCE_SENTENCES = 3
 #: At most this many characters of evidence in all (about 4 characters a token): the prompt's length is the
 #: answer's latency.
 MAX_EVIDENCE_CHARS = 700
-#: Besides the best sentence, a sentence is evidence only when it scores at least this share of the best one's
-#: score: fewer prompt tokens where one sentence stands out, and what is left out is the judge's reserve (chosen on
-#: dev questions: eval/results/qa.md).
-MIN_SCORE_RATIO = 0.7
 #: A paper is shown in an answer about several papers by its best sentence about its own work (we propose, our
 #: method; or naming the paper) when that scores at least this share of the paper's best sentence: what it does,
 #: not the background it starts from.
@@ -249,9 +245,7 @@ class SelectEvidence:
     """The select-evidence step: score the sentences of ``state.passages`` (:func:`select_evidence`), keep the few
     the writer reads, grouped by paper (:func:`grouped`), and emit them (``"evidence"``).
 
-    What is kept: the best ``sentences`` within ``max_chars``, each besides the best scoring at least ``min_ratio``
-    of the best one's score (a yes/no question, whose conclusion weighs all its findings, keeps all); for a
-    question that names two or more papers (or a comparison that names one), the best sentence of each named paper
+    What is kept: the best ``sentences``, within ``max_chars``; for a question that names two or more papers (or a comparison that names one), the best sentence of each named paper
     too (:func:`~citerag.service.answering.names.named_documents`); for a quantity question, the best sentence
     that states a number when none of those does; for a which-papers question, only the best sentence of each
     paper that scores at least ``paper_ratio`` of the best one, up to ``max_papers`` (one when it asks for one
@@ -263,12 +257,11 @@ class SelectEvidence:
         encode: the dense encoder (``list[str] -> (n, dim) float32``, L2-normalised rows).
         sentences: evidence sentences for a question about one thing (>= 1).
         max_chars: the evidence's length limit in characters (the best sentence is always kept).
-        min_ratio: the share of the best sentence's score another sentence needs, in ``[0, 1]`` (0: off).
         paper_ratio, max_papers: the several-papers rule above.
         weights: ``(dense, bm25, coverage, rank)`` weights of the sentence score.
 
     Raises:
-        ValueError: ``sentences`` or ``max_papers`` below 1, ``paper_ratio`` or ``min_ratio`` outside ``[0, 1]``.
+        ValueError: ``sentences`` or ``max_papers`` below 1, ``paper_ratio`` outside ``[0, 1]``.
     """
 
     name = "evidence"
@@ -276,19 +269,18 @@ class SelectEvidence:
     def __init__(
         self, encode: Encode, sentences: int = EVIDENCE_SENTENCES, max_chars: int = MAX_EVIDENCE_CHARS,
         paper_ratio: float = PAPER_SCORE_RATIO, max_papers: int = MAX_PAPERS,
-        weights: tuple[float, float, float, float] = DEFAULT_WEIGHTS, min_ratio: float = MIN_SCORE_RATIO,
+        weights: tuple[float, float, float, float] = DEFAULT_WEIGHTS,
     ) -> None:
         if sentences < 1 or max_papers < 1:
             raise ValueError(f"sentences and max_papers must be >= 1, got {sentences} and {max_papers}")
-        if not (0.0 <= paper_ratio <= 1.0 and 0.0 <= min_ratio <= 1.0):
-            raise ValueError(f"paper_ratio and min_ratio must be in [0, 1], got {paper_ratio} and {min_ratio}")
+        if not 0.0 <= paper_ratio <= 1.0:
+            raise ValueError(f"paper_ratio must be in [0, 1], got {paper_ratio}")
         self.encode = encode
         self.sentences = sentences
         self.max_chars = max_chars
         self.paper_ratio = paper_ratio
         self.max_papers = max_papers
         self.weights = weights
-        self.min_ratio = min_ratio
 
     def run(self, state: AnswerState) -> None:
         from citerag.service.answering.names import named_documents
@@ -333,10 +325,8 @@ class SelectEvidence:
         several = len(named) >= 2 or kind == "comparison"
         chosen = _unique([ranked[0], *(firsts[d] for d in (named if several else []) if d in firsts)])
         chars = sum(len(item.text) for item in chosen)
-        floor = 0.0 if kind == "yes_no" else self.min_ratio * ranked[0].score
         for item in ranked[1:]:
-            if (len(chosen) >= self.sentences or chars + len(item.text) > self.max_chars
-                    or item.score < floor):
+            if len(chosen) >= self.sentences or chars + len(item.text) > self.max_chars:
                 break
             if item not in chosen:
                 chosen.append(item)

@@ -16,7 +16,7 @@ from typing import Protocol
 from citerag.index.backend import Searcher
 from citerag.index.filters import Filters
 from citerag.service.answering.compose import Compose
-from citerag.service.answering.evidence import EVIDENCE_SENTENCES, MIN_SCORE_RATIO, Encode, SelectEvidence
+from citerag.service.answering.evidence import EVIDENCE_SENTENCES, Encode, SelectEvidence
 from citerag.service.answering.judge import MIN_CONFIDENCE, MIN_CONFIDENCE_UNSEEN, Judge
 from citerag.service.answering.prompts import FIXED_MESSAGES
 from citerag.service.answering.question import Analyse
@@ -109,7 +109,6 @@ def evidence_pipeline(
     min_confidence_unseen: float = MIN_CONFIDENCE_UNSEEN,
     max_answer_tokens: int = MAX_ANSWER_TOKENS,
     second_look: bool = True,
-    evidence_min_ratio: float = MIN_SCORE_RATIO,
 ) -> AnswerPipeline:
     """The default pipeline: analyse -> retrieve -> select evidence -> judge -> write -> verify -> compose.
 
@@ -118,15 +117,15 @@ def evidence_pipeline(
         generator: the loaded chat model.
         encode: the dense encoder (``list[str] -> (n, dim) float32``, L2-normalised rows), for evidence scoring.
         default_k: passages retrieved per question when a call gives no ``k``.
-        min_dense_score, evidence_sentences, min_confidence, min_confidence_unseen, max_answer_tokens, second_look,
-            evidence_min_ratio: the components' settings (see each).
+        min_dense_score, evidence_sentences, min_confidence, min_confidence_unseen, max_answer_tokens, second_look:
+            the components' settings (see each).
     """
     generator.fixed_messages = FIXED_MESSAGES  # the cache keeps the system prompt and the worked example
     return AnswerPipeline(
         [
             Analyse(),
             Retrieve(searcher, min_dense_score),
-            SelectEvidence(encode, evidence_sentences, min_ratio=evidence_min_ratio),
+            SelectEvidence(encode, evidence_sentences),
             Judge(generator, searcher, min_confidence, min_confidence_unseen, second_look),
             Write(generator, max_answer_tokens),
             Verify(),
