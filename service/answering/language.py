@@ -58,6 +58,13 @@ RESEARCH_NOUNS = frozenset(
 #: Computational Linguistics 28(4)).
 OWN_WORK = re.compile(r"\b(?:we|our|this (?:paper|work|study|article))\b", re.IGNORECASE)
 
+#: A denied main verb: "does not need", "is not", "cannot", "no longer", "haven't".
+DENIAL = re.compile(
+    r"\b(?:(?:do|does|did|is|are|was|were|has|have|had|can|could|will|would|should|need|may|might|must)"
+    r"(?:\s+not\b|n't\b)|cannot\b|no longer\b)",
+    re.IGNORECASE,
+)
+
 #: Words with which a sentence talks about the prompt's material instead of the papers ("as evidence sentence [2]
 #: states"): such a sentence says nothing a reader asked for.
 META_WORDS = frozenset("evidence sentence sentences passage passages excerpt excerpts quoted".split())

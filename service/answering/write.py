@@ -10,7 +10,8 @@ text), then answers one word, yes, no or maybe, after its own conclusion
 (:func:`~citerag.service.answering.prompts.decision_messages`). On PubMedQA's dev half a free conclusion before the
 decision lifted accuracy from 0.41 to 0.56; asked to open with the decision, the model answered "No" to every yes/no
 question of the dev sets (``eval/results/qa.md``). The echo of the request ("The abstract's results conclude that
-...") is cut from the conclusion (:func:`without_echo`); the answer then opens with the decision (compose).
+...") is cut from the conclusion (:func:`without_echo`); the answer then opens with the decision (compose). A "yes"
+after a conclusion that denies the question's main verb is read as "no" (:func:`denies`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 
 from citerag.service.answering.choice import choose
 from citerag.service.answering.evidence import Evidence
+from citerag.service.answering.language import DENIAL
 from citerag.service.answering.prompts import (
     ANSWER_SLOT,
     DECISION_GRAMMAR,
@@ -82,6 +84,20 @@ class MarkerStream:
     def _marker(self, match: re.Match[str]) -> str:
         i = int(match.group(1))
         return f"[{self.evidence[i - 1].n}]" if 1 <= i <= len(self.evidence) else ""
+
+
+def denies(conclusion: str, question: str) -> bool:
+    """Whether ``conclusion`` denies what ``question`` asks: it denies a main verb (:data:`~citerag.service.answering.
+    language.DENIAL`: "does not need", "cannot") and the question denies none. The model's one-word decision does not
+    always follow its own conclusion (seed question s023: "The defense does not need to know ...", then "yes" at
+    P = 0.48); the conclusion, a sentence it writes, is the better reading.
+
+    >>> denies("The defense does not need to know the attack.", "Does the defense need to know the attack?")
+    True
+    >>> denies("X is better, with no extra cost.", "Is X better?"), denies("X isn't slower.", "Isn't X slower?")
+    (False, False)
+    """
+    return bool(DENIAL.search(conclusion)) and not DENIAL.search(question)
 
 
 def first_word_decision(text: str) -> str | None:
@@ -198,3 +214,5 @@ class Write:
         state.add_model_time(choice.completion.prompt_ms, choice.completion.generate_ms, 1)
         state.written = without_echo(written)
         state.decision, state.decision_probabilities = choice.best, choice.probabilities
+        if state.decision == "yes" and denies(state.written, state.info.text):
+            state.decision = "no"  # its own conclusion says no: "... does not need to know which strategies ..."

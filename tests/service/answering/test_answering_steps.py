@@ -186,6 +186,14 @@ def test_the_writer_streams_and_a_yes_no_decision_follows_the_answer() -> None:
     assert first_word_decision("Maybe: it depends.") == "maybe" and first_word_decision("Yesterday") is None
 
 
+
+def test_a_yes_after_a_conclusion_that_denies_the_question_is_a_no() -> None:
+    state = _state("Does telephone counseling increase mammography use?", [result("pubmed", PUBMED)])
+    generator = FixedGenerator("Telephone counseling does not increase mammography use [1].",
+                               decision={"yes": 0.48, "no": 0.40, "maybe": 0.12})
+    Write(generator).run(state)
+    assert state.decision == "no" and state.decision_probabilities["yes"] == pytest.approx(0.48)
+
 # --- verify --------------------------------------------------------------------------------------------------------
 
 def test_check_holds_numbers_and_names_to_the_evidence() -> None:
