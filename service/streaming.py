@@ -3,7 +3,8 @@ own SSE types (:mod:`fastapi.sse`): each event is a ``ServerSentEvent``, framed 
 an ``EventSourceResponse``.
 
 Event order: ``passages`` (the retrieved passages, numbered as the answer cites them), ``evidence`` (the sentences
-the answer is written from, with ``doc_id``, ``start`` and ``end``, as soon as they are chosen), then one ``token``
+the answer is written from, with ``doc_id``, ``start`` and ``end``, as soon as they are chosen; sent again, in
+their place, when the judge's second look answers from the next-best sentences), then one ``token``
 event per piece of the answer as the model writes it (citation markers already the passages' ``[n]``), then
 ``answer`` (the full :class:`~citerag.service.schemas.AskResponse` after every sentence was checked against its
 evidence; its ``answer`` replaces the streamed text) -- or ``error``. An abstention decided before writing streams
