@@ -15,9 +15,10 @@ decision, never the writer's: the writing prompt offers no way out, and this ste
   is otherwise the decision): "Can diffusion models generate foldable origami crease patterns?" over ML abstracts
   is about what they do not cover.
 * A second look: before it abstains, the judge reads the next-best sentences (``state.reserve``) in place of the
-  evidence; when they answer, they become the evidence (emitted again) and the writer writes from them. On the dev
-  questions the answer's sentence is ranked 4th-6th for about one answerable question in twenty
-  (eval/results/qa.md); the second look costs one more judgement (~2 s on 2 cores), only where the first said no.
+  evidence; when they answer, they become the evidence (emitted again) and the writer writes from them. Over 140
+  answerable dev questions (shipped dev half, ML dev set, seed questions, COVID-QA dev) the answer's sentence is
+  ranked 4th or 5th for 9 (eval/results/qa.md); the second look costs one more judgement (~2 s on 2 cores), only
+  where the first said no.
 """
 
 from __future__ import annotations
