@@ -6,8 +6,8 @@
    lower-case word or punctuation.
 3. **No mid-sentence end**: each sentence ends with a full stop, question or exclamation mark (after its markers),
    and its last word before the markers is not a function word ("... of a standard [1].").
-4. **Every cited paper named** (which-papers and comparison answers): each cited document's label (its title or
-   the name its abstract coins, when it has one) appears in the answer.
+4. **Every cited paper named** (which-papers and comparison answers): each cited document's title or the name its
+   abstract coins (:func:`~citerag.service.answering.names.coined_name`), when it has one, appears in the answer.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from citerag.index.text import fold, split_sentences
+from citerag.index.text import fold, readable, split_sentences
 from citerag.service.answering.language import CITATION_MARKER, FUNCTION_WORDS, PRONOUN_OPENING
-from citerag.service.answering.names import paper_label
+from citerag.service.answering.names import coined_name, paper_label
 
 _LAST_WORD = re.compile(r"([^\W_][\w-]*)\W*$")
 
@@ -46,8 +46,10 @@ def readability_problems(answer: str, citations: Sequence[Any] = (), name_papers
         if not re.search(r"[.!?]$", sentence.strip()) or (last and last.group(1).lower() in FUNCTION_WORDS):
             problems.append(f"ends mid-sentence: {sentence!r}")
     if name_papers:
+        folded = fold(text).lower()
         for citation in citations:
-            label = paper_label(citation.result.document)
-            if label and fold(label).lower() not in fold(text).lower():
-                problems.append(f"does not name {label!r}")
+            document = citation.result.document
+            names = [n for n in (readable(document.title).strip(), coined_name(document.text)) if n]
+            if names and not any(fold(n).lower() in folded for n in names):
+                problems.append(f"does not name {paper_label(document)!r}")
     return list(dict.fromkeys(problems))

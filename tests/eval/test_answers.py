@@ -45,3 +45,20 @@ def test_metrics_on_fixed_answers() -> None:
     assert summary["abstention_accuracy"] == 1.0
     assert summary["false_abstentions"] == 0.0
     assert summary["median_generate_ms"] == 100.0
+
+
+def test_readability_rules_one_by_one() -> None:
+    from types import SimpleNamespace
+
+    from citerag.eval.readability import readability_problems
+
+    assert readability_problems("EDEN has 28 billion parameters [1].") == []
+    assert readability_problems("We perform SMC over trajectories [1].")[0].startswith("opens with a pronoun")
+    assert readability_problems("same budget, ASMC attains 80.6% [1].") == ["starts mid-sentence"]
+    assert readability_problems("ASMC keeps the cost of a [1].")[0].startswith("ends mid-sentence")
+    # rule 4: an answer about several papers names each cited paper, by its title or by the name it coins
+    paper = Document("d1", "Extremely Greedy Equivalence Search", "We propose XGES, a search for causal graphs.", "")
+    cited = [SimpleNamespace(result=SimpleNamespace(document=paper))]
+    assert readability_problems("XGES deletes edges early [1].", cited, name_papers=True) == []
+    assert readability_problems("Extremely Greedy Equivalence Search deletes edges [1].", cited, name_papers=True) == []
+    assert readability_problems("It deletes edges early [1].", cited, name_papers=True)[-1].startswith("does not name")
