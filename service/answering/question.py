@@ -42,7 +42,9 @@ _WHICH_PAPERS = re.compile(
     re.IGNORECASE,
 )
 _ONE_PAPER = re.compile(r"^\s*(?:(?:in|from) )?which (?:paper|abstract|work|study|article)\b", re.IGNORECASE)
-_COMPARE = re.compile(r"\b(?:compare[sd]?|comparison|differ(?:s|ence|ences)?|versus|vs\.?)\b|\band\b[^?]*\beach\b",
+# "compared with ..." qualifies a figure ("... lower the error rate compared with earlier work?"): only "compare",
+# "comparison", "differ", "versus" or "A and B each" ask to compare.
+_COMPARE = re.compile(r"\b(?:compares?|comparison|differ(?:s|ence|ences)?|versus|vs\.?)\b|\band\b[^?]*\beach\b",
                       re.IGNORECASE)
 # Quantity questions: "how" + a degree word, or "what/which" + a generic measure noun ("what percentage"), the noun
 # perhaps qualified by up to three words that name no thing: quantity adjectives ("maximum"), words with a digit
@@ -51,7 +53,7 @@ _QUALIFIER = rf"(?:(?:{'|'.join(sorted(QUANTITY_MODIFIERS))}|[\w-]*\d[\w-]*|\w+-
 # "How" opens the question or its main clause ("By how much ...", "For ReLU networks, how many ..."): "governed by
 # how fast that weight moves" is a relative clause, not the quantity asked.
 _AMOUNT = re.compile(
-    r"(?:^\s*(?:\w+\s+){0,3}|,\s*)how (?:many|much|long|old|often|large|big|high|low|far|fast|small)\b"
+    r"(?:(?:^|,)\s*(?:\w+\s+){0,3})how (?:many|much|long|old|often|large|big|high|low|far|fast|small)\b"
     rf"|\b(?:what|which) (?:is |was |are |were )?(?:the )?{_QUALIFIER}{{0,3}}(?:percentage|percent|proportion|"
     r"fraction|number|share|rate|ratio|amount|size|count|accuracy|speed-?up|score)\b",
     re.IGNORECASE,
@@ -175,6 +177,8 @@ def question_kind(question: str, names: Sequence[str] = ()) -> QuestionKind:
     'comparison'
     >>> question_kind("How do QSGD and the method that sends side information each cut communication?", ["QSGD"])
     'comparison'
+    >>> question_kind("By how much does BML cut the time, compared with a parameter server?", ["BML"])
+    'number'
     """
     if is_yes_no(question):
         return "yes_no"
