@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from citerag.eval.readability import readability_problems
 from citerag.eval.retrieval import DevQuestion
+from citerag.service.answering.question import SEVERAL_PAPERS
 
 _MARKER = re.compile(r"\[(\d+)\]")
 #: Dev-set kinds whose answers must name every paper they cite (readability rule 4).
@@ -107,7 +108,7 @@ def judge(question: DevQuestion, answer: AnswerLike) -> AnswerRecord:
             correct = correct and getattr(answer, "decision", None) == question.decision
         if question.papers:
             correct = correct and all(named)
-    several = question.kind in SEVERAL_PAPER_KINDS or getattr(answer, "kind", "") in ("which_papers", "comparison")
+    several = question.kind in SEVERAL_PAPER_KINDS or getattr(answer, "kind", "") in SEVERAL_PAPERS
     problems = () if answer.abstained else tuple(readability_problems(answer.answer, answer.citations, several))
     return AnswerRecord(
         question.qid, question.kind, correct, answer.abstained, relevant, len(answer.citations), out_of_range,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -245,8 +245,9 @@ class SelectEvidence:
     """The select-evidence step: score the sentences of ``state.passages`` (:func:`select_evidence`), keep the few
     the writer reads, grouped by paper (:func:`grouped`), and emit them (``"evidence"``).
 
-    What is kept: the best ``sentences``, within ``max_chars``; for a question that names two or more papers (or a comparison that names one), the best sentence of each named paper
-    too (:func:`~citerag.service.answering.names.named_documents`); for a quantity question, the best sentence
+    What is kept: the best ``sentences``, within ``max_chars``; for a question that names two or more papers (or a
+    comparison that names one), the best sentence of each named paper too
+    (:func:`~citerag.service.answering.names.named_documents`); for a quantity question, the best sentence
     that states a number when none of those does; for a which-papers question, only the best sentence of each
     paper that scores at least ``paper_ratio`` of the best one, up to ``max_papers`` (one when it asks for one
     paper: "Which paper ...?"), and of each paper it names. A question about one thing (not yes/no) also gets a
@@ -293,22 +294,27 @@ class SelectEvidence:
         state.named = named_documents(state.info.names, state.passages)
         chosen = self.chosen(ranked, state.named, state.info.kind, 1 if state.info.one_paper else self.max_papers)
         state.evidence = grouped(chosen)
-        if state.info.kind not in ("which_papers", "comparison", "yes_no"):
+        if not (state.info.several_papers or state.info.kind == "yes_no"):
             state.reserve = grouped(self.following(ranked, chosen))
         state.emit("evidence", state.evidence)
 
     def following(self, ranked: list[Evidence], chosen: list[Evidence]) -> list[Evidence]:
         """The best sentences of ``ranked`` (best first) that are not in ``chosen``: at most :attr:`sentences`,
         within :attr:`max_chars` (the first is always kept); ``[]`` when none is left."""
-        rest = [item for item in ranked if item not in chosen]
-        out: list[Evidence] = []
-        chars = 0
-        for item in rest:
-            if len(out) >= self.sentences or (out and chars + len(item.text) > self.max_chars):
+        return self._filled([], (item for item in ranked if item not in chosen))
+
+    def _filled(self, kept: list[Evidence], candidates: Iterable[Evidence]) -> list[Evidence]:
+        """``kept`` extended by ``candidates`` (best first) until it holds :attr:`sentences` or the next would pass
+        :attr:`max_chars` (the first of an empty ``kept`` is always taken); a candidate already kept is skipped."""
+        kept = list(kept)
+        chars = sum(len(item.text) for item in kept)
+        for item in candidates:
+            if len(kept) >= self.sentences or (kept and chars + len(item.text) > self.max_chars):
                 break
-            out.append(item)
-            chars += len(item.text)
-        return out
+            if item not in kept:
+                kept.append(item)
+                chars += len(item.text)
+        return kept
 
     def chosen(self, ranked: list[Evidence], named: list[str], kind: str = "fact",
                max_papers: int | None = None) -> list[Evidence]:
@@ -323,14 +329,8 @@ class SelectEvidence:
             papers = [firsts[d] for d, items in by_doc.items() if items[0].score >= self.paper_ratio * ranked[0].score]
             return _unique([*papers[: max_papers or self.max_papers], *(firsts[d] for d in named if d in firsts)])
         several = len(named) >= 2 or kind == "comparison"
-        chosen = _unique([ranked[0], *(firsts[d] for d in (named if several else []) if d in firsts)])
-        chars = sum(len(item.text) for item in chosen)
-        for item in ranked[1:]:
-            if len(chosen) >= self.sentences or chars + len(item.text) > self.max_chars:
-                break
-            if item not in chosen:
-                chosen.append(item)
-                chars += len(item.text)
+        chosen = self._filled(_unique([ranked[0], *(firsts[d] for d in (named if several else []) if d in firsts)]),
+                              ranked[1:])
         if kind == "number" and not any(_DIGIT.search(item.text) for item in chosen):
             # a quantity is stated by a sentence with a number: the best such sentence takes the last place
             numeric = next((item for item in ranked if _DIGIT.search(item.text)), None)

@@ -82,8 +82,10 @@ def coined_name(text: str) -> str | None:
     'Platonic Transformer'
     >>> coined_name("We build new test sets for the CIFAR-10 and ImageNet datasets.") is None
     True
-    >>> coined_name("Within MetaFormer, our PolyNeXt models match activation-based ones."), coined_name("our GPU kernels")
-    ('PolyNeXt', None)
+    >>> coined_name("Within MetaFormer, our PolyNeXt models match activation-based ones.")
+    'PolyNeXt'
+    >>> coined_name("our GPU kernels") is None
+    True
     """
     folded = fold(text)
     for match in _INTRODUCED.finditer(folded):
@@ -194,8 +196,9 @@ def _words(text: str) -> str:
 def named_documents(names: Sequence[str], passages: Sequence[SearchResult]) -> list[str]:
     """The retrieved documents that ``names`` (a question's, :func:`question_names`) name, in the order named: a
     name names the best-ranked document called so, by its title (the name in it as whole words, case ignored) or
-    by the name its abstract coins (or calls its own: "our PolyNeXt models"), case, hyphens and punctuation ignored ("Error Encoding Networks" names "Prediction Under Uncertainty with Error-Encoding
-    Networks"). A name a paper only mentions ("HIV-1") names none.
+    by the name its abstract coins (or calls its own: "our PolyNeXt models"), case, hyphens and punctuation
+    ignored ("Error Encoding Networks" names "Prediction Under Uncertainty with Error-Encoding Networks"). A name a
+    paper only mentions ("HIV-1") names none.
 
     >>> from citerag.index.types import Document
     >>> doc = Document("d1", "Prediction Under Uncertainty with Error-Encoding Networks", "We predict frames.", "")

@@ -28,6 +28,8 @@ from citerag.service.answering.names import question_names
 from citerag.service.conversation import Standalone, Turn, standalone
 
 QuestionKind = Literal["yes_no", "which_papers", "comparison", "number", "definition", "fact"]
+#: The kinds whose answer is about several papers: each paper gets its own sentence and is named.
+SEVERAL_PAPERS: frozenset[str] = frozenset({"which_papers", "comparison"})
 
 _AUXILIARY = re.compile(rf"^\s*(?:{'|'.join(AUXILIARIES)})\b", re.IGNORECASE)
 _ALTERNATIVE = re.compile(r"\bor\b", re.IGNORECASE)
@@ -222,6 +224,11 @@ class QuestionInfo:
     keep: tuple[str, ...] = field(default_factory=tuple)
     one_paper: bool = False
     amount: bool = False
+
+    @property
+    def several_papers(self) -> bool:
+        """Whether its answer is about several papers (:data:`SEVERAL_PAPERS`)."""
+        return self.kind in SEVERAL_PAPERS
 
     @property
     def rewritten(self) -> bool:

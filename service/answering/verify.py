@@ -18,9 +18,9 @@ model wrote, itself (``origin="extract"``; the best-scored evidence sentence whe
 ``fallback="abstain"``, the service abstains. An answer about several papers (which papers, a comparison) covers
 each: a paper the question names that no kept sentence rests on gets its own evidence sentence, and so does every
 paper of the evidence when nothing was kept. An answer to a question that asks for an amount ("How many ...?",
-"What accuracy ...?") that states no number is no answer: the service abstains. A sentence that opens with a pronoun ("We ...", "This ...") gets its paper's label as its
-subject (:func:`~citerag.service.answering.subject.name_subject`); an unfinished last sentence (the token limit) is
-dropped.
+"What accuracy ...?") that states no number is no answer: the service abstains. A sentence that opens with a
+pronoun ("We ...", "This ...") gets its paper's label as its subject
+(:func:`~citerag.service.answering.subject.name_subject`); an unfinished last sentence (the token limit) is dropped.
 """
 
 from __future__ import annotations
@@ -203,9 +203,8 @@ class Verify:
         evidence = state.evidence
         texts = [readable(e.text) for e in evidence]
         labels = [paper_label(e.result.document) for e in evidence]
-        kind = state.info.kind
-        context = _Context(readable(state.info.text), texts, labels, kind == "yes_no",
-                           kind not in ("yes_no", "which_papers", "comparison"))
+        yes_no, several = state.info.kind == "yes_no", state.info.several_papers
+        context = _Context(readable(state.info.text), texts, labels, yes_no, not (yes_no or several))
         statements: list[Statement] = []
         closest: list[int] = []  # for each sentence that failed, the evidence sentence most like it
         for body, cited in written_sentences(state.written, state.truncated):
@@ -219,7 +218,7 @@ class Verify:
         if not statements and self.fallback == "abstain":
             state.abstain("no sentence the model wrote is supported by the evidence it cites")
             return
-        if state.info.kind in ("which_papers", "comparison"):
+        if several:
             statements = self._each_paper(statements, state, texts)
         elif not statements and evidence:
             best = closest[0] if closest else max(range(len(evidence)), key=lambda i: evidence[i].score)
@@ -228,7 +227,7 @@ class Verify:
             state.abstain("the question asks for an amount, and the evidence states none for it")
             return
         named = [self._named(s, labels) for s in statements]
-        several = state.info.kind in ("which_papers", "comparison")  # one sentence a paper, as many as the evidence
+        # an answer about several papers: one sentence a paper, as many as the evidence
         state.statements = list({s.text: s for s in named}.values())[: None if several else self.max_sentences]
 
     def _supporting(
