@@ -45,6 +45,13 @@ QUANTITY_MODIFIERS = frozenset(
     "largest smallest highest lowest".split()
 )
 
+#: Comparative adjectives and adverbs of degree: "How much faster ...?" asks for a degree, not for an amount of a
+#: counted thing ("How many more GPUs ...?" counts GPUs: "more", "fewer" and "less" are skipped, not comparatives here).
+COMPARATIVES = frozenset(
+    "faster slower quicker larger smaller bigger greater higher lower longer shorter better worse cheaper "
+    "stronger weaker earlier later wider narrower deeper shallower heavier lighter denser sparser".split()
+)
+
 #: Words for the thing a paper is about: "the method", "our model", "this paper" refer to it.
 RESEARCH_NOUNS = frozenset(
     """method methods model models paper papers approach approaches work framework frameworks algorithm algorithms

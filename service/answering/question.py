@@ -10,7 +10,7 @@ Kinds (checked in this order):
   each ...?"), or asks about two or more things it names, joined by "and" / "or" ("What do Harmonic-NAS and
   AutoCoG optimise?");
 * ``number``: it asks for a quantity or a date ("How many ...", "What percentage ...", "When ...");
-* ``definition``: "What is X?" / "What are X?" with nothing more asked;
+* ``definition``: "What is X?" / "What are X?" with nothing more asked, or "What does X stand for?";
 * ``fact``: anything else.
 """
 
@@ -23,7 +23,14 @@ from typing import Literal
 
 from citerag.index.text import fold
 from citerag.index.tokenize import tokenize
-from citerag.service.answering.language import AUXILIARIES, FUNCTION_WORDS, IMPERATIVES, QUANTITY_MODIFIERS, WH_WORDS
+from citerag.service.answering.language import (
+    AUXILIARIES,
+    COMPARATIVES,
+    FUNCTION_WORDS,
+    IMPERATIVES,
+    QUANTITY_MODIFIERS,
+    WH_WORDS,
+)
 from citerag.service.answering.names import question_names
 from citerag.service.conversation import Standalone, Turn, standalone
 
@@ -69,6 +76,8 @@ _COUNTED = re.compile(
     re.IGNORECASE,
 )
 _DEFINITION = re.compile(r"^\s*what (?:is|are) (?:an? |the )?(?P<subject>[^?,;]{1,80}?)\s*\??\s*$", re.IGNORECASE)
+# "What does GGF stand for (in ...)?", "What is ASMC short for?": the long form of an abbreviation is asked.
+_EXPANSION = re.compile(r"^\s*what (?:does|do|is|are) \S+(?: \S+){0,2}\s+(?:stand|stands|short) for\b", re.IGNORECASE)
 
 
 def is_yes_no(question: str) -> bool:
@@ -146,13 +155,18 @@ def counted_terms(question: str) -> tuple[str, ...]:
     (('gpus',), ('train', 'data'))
     >>> counted_terms("How many parameters does the largest model have?"), counted_terms("What is EDEN?")
     (('paramet',), ())
-    >>> counted_terms("By up to how much does V1-Infer raise Pass@1?")
-    ()
+    >>> counted_terms("By up to how much does V1-Infer raise Pass@1?"), counted_terms("How much faster does RDA learn?")
+    ((), ())
+    >>> counted_terms("How many more GPUs does XR-1 need?")
+    ('gpus',)
     """
     match = _COUNTED.search(fold(question))
     if match is None or match.group("np").split()[0].lower() in AUXILIARIES:
         return ()  # "how much does X raise Y": a degree, not a counted thing
     words = [w for w in re.findall(r"[^\W_]+", match.group("np")) if w.lower() not in QUANTITY_MODIFIERS]
+    if words and words[0].lower() in COMPARATIVES:
+        return ()  # "how much faster ...": a degree
+    words = [w for w in words if w.lower() not in ("more", "fewer", "less")]
     return tuple(dict.fromkeys(t for word in words if word.lower() not in FUNCTION_WORDS for t in tokenize(word)))
 
 
@@ -173,6 +187,8 @@ def question_kind(question: str, names: Sequence[str] = ()) -> QuestionKind:
     ('number', 'definition')
     >>> question_kind("What top-1 accuracy does PolyNeXt reach?"), question_kind("What maximum MoE speedup is reached?")
     ('number', 'number')
+    >>> question_kind("What does GGF stand for in the reassembly framework?"), question_kind("What is ASMC short for?")
+    ('definition', 'definition')
     >>> question_kind("What kind of score does V1 use?"), question_kind("What new accuracy metric is proposed?")
     ('fact', 'fact')
     >>> question_kind("What do Harmonic-NAS and AutoCoG each optimise?", ["Harmonic-NAS", "AutoCoG"])
@@ -190,6 +206,8 @@ def question_kind(question: str, names: Sequence[str] = ()) -> QuestionKind:
         return "comparison"
     if _AMOUNT.search(question) or _DATE.search(question):
         return "number"
+    if _EXPANSION.match(question):
+        return "definition"
     if _DEFINITION.match(question) and not _WH_WORD.search(_DEFINITION.match(question).group("subject")):
         return "definition"
     return "fact"

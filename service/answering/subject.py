@@ -29,7 +29,7 @@ _LEAD = re.compile(
 # "we present EDEN, a family of ..." -> the coined name and its appositive: "EDEN is a family of ...".
 _INTRODUCES = re.compile(
     r"^(?:propose|proposes|introduce|introduces|present|presents|develop|develops|design|designs)\s+"
-    r"(?:(?:a|an|the)\s+)?(?P<name>[^\s,]+)\s*,\s+(?P<appositive>(?:a|an|the)\s+.+)$",
+    r"(?:(?:a|an|the)\s+)?(?P<name>[^\s,(]+)(?P<long>\s*\([^)]*\))?\s*,\s+(?P<appositive>(?:a|an|the)\s+.+)$",
     re.IGNORECASE,
 )
 
@@ -65,6 +65,59 @@ def _agree(rest: str) -> str:
     return " ".join(words)
 
 
+#: Irregular past participles (the regular ones add "-ed").
+_PARTICIPLE = {"show": "shown", "build": "built", "make": "made", "find": "found", "give": "given", "take": "taken",
+               "run": "run", "write": "written", "keep": "kept", "hold": "held", "bring": "brought", "set": "set",
+               "put": "put", "cut": "cut", "teach": "taught", "feed": "fed", "choose": "chosen", "draw": "drawn"}
+
+
+def participle(verb: str) -> str:
+    """The past participle of a base-form or regular past-tense verb: ``validate`` -> ``validated``, ``apply`` ->
+    ``applied``, ``train`` -> ``trained``, ``show`` -> ``shown``.
+
+    >>> [participle(v) for v in ["validate", "apply", "train", "show", "evaluated", "stop", "map", "add"]]
+    ['validated', 'applied', 'trained', 'shown', 'evaluated', 'stopped', 'mapped', 'added']
+    """
+    lower = verb.lower()
+    if lower in _PARTICIPLE:
+        return _PARTICIPLE[lower]
+    if lower.endswith("ed"):
+        return verb
+    if lower.endswith("e"):
+        return verb + "d"
+    if len(lower) > 2 and lower.endswith("y") and lower[-2] not in "aeiou":
+        return verb[:-1] + "ied"
+    if len(lower) in (3, 4) and lower[-1] not in "aeiouwxy" and lower[-2] in "aeiou" and lower[-3] not in "aeiou":
+        return verb + verb[-1] + "ed"  # one-syllable consonant-vowel-consonant: stop -> stopped
+    return verb + "ed"
+
+
+def passive(tail: str, label: str) -> str | None:
+    """"We <verb> <label> ..." turned round so that the label is the subject: ``tail`` is what follows "We"
+    ("validate XR-1 through 12,000 rollouts" -> "XR-1 is validated through 12,000 rollouts"); ``None`` when
+    ``tail``'s verb (after any adverbs) is not directly followed by ``label``, or is a modal or auxiliary, or
+    another clause follows the label ("we propose X, which adds Y" reads "X adds Y").
+
+    >>> passive("validate XR-1 through 12,000 rollouts", "XR-1"), passive("evaluated EDEN on 9 tasks", "EDEN")
+    ('XR-1 is validated through 12,000 rollouts', 'EDEN was evaluated on 9 tasks')
+    >>> passive("propose CFlower, which adds a loss", "CFlower"), passive("train XR-1, then tune it", "XR-1")
+    ('CFlower adds a loss', None)
+    >>> passive("propose a method", "XR-1") is None, passive("can train XR-1 fast", "XR-1") is None
+    (True, True)
+    """
+    match = re.match(rf"(?P<adverbs>(?:\w+ly\s+)*)(?P<verb>[a-z]+)\s+{re.escape(label)}(?![\w-])\s*(?P<rest>.*)$",
+                     tail, re.DOTALL)
+    if match is None or match.group("verb") in _INVARIANT or match.group("verb") in _IRREGULAR:
+        return None
+    verb, rest = match.group("verb"), match.group("rest")
+    if relative := re.match(r",\s+which\s+(?P<clause>.+)$", rest, re.DOTALL):
+        return f"{label} {relative.group('clause')}"  # "we propose X, which introduces Y" -> "X introduces Y"
+    if rest[:1] in tuple(",;:"):
+        return None  # "we train XR-1, then tune it": the verb's other clause needs the subject
+    be = "was" if verb.endswith("ed") else "is"
+    return f"{label} {be} {match.group('adverbs')}{participle(verb)} {rest}".rstrip()
+
+
 def opens_with_pronoun(sentence: str) -> bool:
     """Whether ``sentence`` opens without naming its subject (module docstring)."""
     from citerag.service.answering.language import PRONOUN_OPENING
@@ -80,6 +133,8 @@ def name_subject(sentence: str, label: str) -> str:
     'LU-KV is a KV cache eviction method.'
     >>> name_subject("In this work, we further show that the bound is tight.", "BAPO")
     'BAPO further shows that the bound is tight.'
+    >>> name_subject("We propose Faire (Functional alignment), a reinforcement learning framework.", "Faire")
+    'Faire (Functional alignment) is a reinforcement learning framework.'
     >>> name_subject("To address these limits, we propose GP-EquiFlow, an equivariant flow model.", "GP-EquiFlow")
     'GP-EquiFlow is an equivariant flow model.'
     >>> name_subject("At 10% memory, we keep 90% accuracy.", "LU-KV")  # a lead holding a number is kept
@@ -99,8 +154,8 @@ def name_subject(sentence: str, label: str) -> str:
         tail = f"{noun} {rest}".strip()
         introduced = _INTRODUCES.match(tail)
         if introduced and introduced.group("name").strip("()").lower() == label.lower():
-            return f"{label} is {introduced.group('appositive')}"
-        return f"{label} {_agree(tail)}"
+            return f"{label}{introduced.group('long') or ''} is {introduced.group('appositive')}"
+        return passive(tail, label) or f"{label} {_agree(tail)}"
     if word in ("our", "its", "their", "this", "these", "the") and noun.lower() in RESEARCH_NOUNS:
         singular = noun.lower() in ("method", "model", "approach", "framework", "algorithm", "technique", "system",
                                     "architecture", "paper", "work", "study", "tool", "network", "pipeline",

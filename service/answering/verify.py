@@ -18,7 +18,8 @@ model wrote, itself (``origin="extract"``; the best-scored evidence sentence whe
 ``fallback="abstain"``, the service abstains. An answer about several papers (which papers, a comparison) covers
 each: a paper the question names that no kept sentence rests on gets its own evidence sentence, and so does every
 paper of the evidence when nothing was kept. An answer to a question that asks for an amount ("How many ...?",
-"What accuracy ...?") that states no number is no answer: the service abstains. A sentence that opens with a
+"What accuracy ...?") that states no number is no answer: the service abstains; an answer to a counting question
+("How many rollouts ...?") that states no number of what it counts is the best evidence sentence that does. A sentence that opens with a
 pronoun ("We ...", "This ...") gets its paper's label as its subject
 (:func:`~citerag.service.answering.subject.name_subject`); an unfinished last sentence (the token limit) is dropped.
 """
@@ -154,6 +155,12 @@ def written_sentences(text: str, truncated: bool) -> list[tuple[str, list[int]]]
     return out
 
 
+def _counts(text: str, counted: Sequence[str]) -> bool:
+    """Whether ``text`` states a number and holds every term of what a counting question counts (``counted``,
+    :func:`~citerag.service.answering.question.counted_terms`)."""
+    return states_number(text) and set(counted) <= set(tokenize(fold(text)))
+
+
 @dataclass(frozen=True, slots=True)
 class _Context:
     """What a written sentence is checked with besides its evidence: the question, each evidence sentence's paper
@@ -223,6 +230,12 @@ class Verify:
         elif not statements and evidence:
             best = closest[0] if closest else max(range(len(evidence)), key=lambda i: evidence[i].score)
             statements.append(Statement(texts[best].rstrip(".!?;:, "), (best,), "extract"))
+        if state.info.counted and not any(_counts(s.text, state.info.counted) for s in statements):
+            # "How many rollouts ...?" is answered by a number of rollouts: the best evidence sentence stating one
+            stating = next((i for i in sorted(range(len(evidence)), key=lambda i: -evidence[i].score)
+                            if _counts(texts[i], state.info.counted)), None)
+            if stating is not None:
+                statements = [Statement(texts[stating].rstrip(".!?;:, "), (stating,), "extract")]
         if state.info.amount and statements and not any(states_number(s.text) for s in statements):
             state.abstain("the question asks for an amount, and the evidence states none for it")
             return
