@@ -248,7 +248,8 @@ class SelectEvidence:
     What is kept: the best ``sentences``, within ``max_chars``; for a question that names two or more papers (or a
     comparison that names one), the best sentence of each named paper too
     (:func:`~citerag.service.answering.names.named_documents`); for a quantity question, the best sentence
-    that states a number when none of those does; for a which-papers question, only the best sentence of each
+    that states a number when none of those does, and for a definition of an abbreviation the best sentence that
+    defines it (:func:`_stating`); for a which-papers question, only the best sentence of each
     paper that scores at least ``paper_ratio`` of the best one, up to ``max_papers`` (one when it asks for one
     paper: "Which paper ...?"), and of each paper it names. A question about one thing (not yes/no) also gets a
     reserve: the next-best sentences, as many and within the same limit (:meth:`following`), which the judge reads
@@ -292,7 +293,8 @@ class SelectEvidence:
             state.abstain("the passages hold no sentence to answer from")
             return
         state.named = named_documents(state.info.names, state.passages)
-        chosen = self.chosen(ranked, state.named, state.info.kind, 1 if state.info.one_paper else self.max_papers)
+        chosen = self.chosen(ranked, state.named, state.info.kind, 1 if state.info.one_paper else self.max_papers,
+                             state.info.names)
         state.evidence = grouped(chosen)
         if not (state.info.several_papers or state.info.kind == "yes_no"):
             state.reserve = grouped(self.following(ranked, chosen))
@@ -317,10 +319,10 @@ class SelectEvidence:
         return kept
 
     def chosen(self, ranked: list[Evidence], named: list[str], kind: str = "fact",
-               max_papers: int | None = None) -> list[Evidence]:
+               max_papers: int | None = None, names: Sequence[str] = ()) -> list[Evidence]:
         """The evidence to keep from ``ranked`` (best first), for a question of ``kind`` that names the documents
-        ``named`` (class docstring); a which-papers question keeps at most ``max_papers`` (default
-        :attr:`max_papers`; 1 when it asks for one paper)."""
+        ``named`` and the things ``names`` (class docstring); a which-papers question keeps at most ``max_papers``
+        (default :attr:`max_papers`; 1 when it asks for one paper)."""
         by_doc: dict[str, list[Evidence]] = {}
         for item in ranked:
             by_doc.setdefault(item.doc_id, []).append(item)
@@ -331,9 +333,24 @@ class SelectEvidence:
         several = len(named) >= 2 or kind == "comparison"
         chosen = self._filled(_unique([ranked[0], *(firsts[d] for d in (named if several else []) if d in firsts)]),
                               ranked[1:])
-        if kind == "number" and not any(_DIGIT.search(item.text) for item in chosen):
-            # a quantity is stated by a sentence with a number: the best such sentence takes the last place
-            numeric = next((item for item in ranked if _DIGIT.search(item.text)), None)
-            if numeric is not None:
-                chosen = [*chosen[: max(1, self.sentences - 1)], numeric]
+        states = _stating(kind, names)
+        if states is not None and not any(states(item.text) for item in chosen):
+            # the best sentence that states what the kind asks for takes the last place
+            stating = next((item for item in ranked if states(item.text)), None)
+            if stating is not None:
+                chosen = [*chosen[: max(1, self.sentences - 1)], stating]
         return chosen
+
+
+def _stating(kind: str, names: Sequence[str]) -> Callable[[str], bool] | None:
+    """What a sentence must do to state what a question of ``kind`` naming ``names`` asks for, when evidence needs
+    one such sentence: a quantity is stated with a number; an abbreviation asked about ("What does GGF stand for?",
+    "What is ASMC?") is defined by its long form (:func:`~citerag.service.answering.names.long_form`). ``None``:
+    no such need."""
+    from citerag.service.answering.names import long_form
+
+    if kind == "number":
+        return lambda text: bool(_DIGIT.search(text))
+    if kind == "definition" and names:
+        return lambda text: any(long_form(name, text) for name in names)
+    return None

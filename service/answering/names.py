@@ -193,6 +193,15 @@ def _words(text: str) -> str:
     return re.sub(r"[\W_]+", " ", fold(text).lower()).strip()
 
 
+def mentions(text: str, name: str) -> bool:
+    """Whether ``text`` holds ``name`` as whole words, case, hyphens and punctuation ignored.
+
+    >>> mentions("a Global Gauge Fixing (GGF) strategy", "GGF"), mentions("GGFs and more", "GGF")
+    (True, False)
+    """
+    return bool(re.search(rf"(?<!\w){re.escape(_words(name))}(?!\w)", _words(text)))
+
+
 def named_documents(names: Sequence[str], passages: Sequence[SearchResult]) -> list[str]:
     """The retrieved documents that ``names`` (a question's, :func:`question_names`) name, in the order named: a
     name names the best-ranked document called so, by its title (the name in it as whole words, case ignored) or
@@ -210,11 +219,10 @@ def named_documents(names: Sequence[str], passages: Sequence[SearchResult]) -> l
     """
     docs: list[str] = []
     for name in names:
-        pattern = re.compile(rf"(?<!\w){re.escape(_words(name))}(?!\w)")
         for result in passages:
             document = result.document
             coined = coined_name(document.text)
-            if pattern.search(_words(document.title)) or (coined and _words(coined) == _words(name)):
+            if mentions(document.title, name) or (coined and _words(coined) == _words(name)):
                 if document.doc_id not in docs:
                     docs.append(document.doc_id)
                 break

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from citerag.index.backend import Searcher
 from citerag.index.search import SearchResult
-from citerag.service.answering.names import named_documents
+from citerag.service.answering.names import mentions, named_documents
 from citerag.service.answering.state import AnswerState
 from citerag.service.conversation import keep_candidates
 
@@ -118,16 +118,31 @@ class Retrieve:
             results = [*results, *(h for h in hits if h.document.doc_id in found)][: len(results) + 1]
         return results
 
+    def _with_mentioned(self, results: list[SearchResult], names: tuple[str, ...], filters) -> list[SearchResult]:  # noqa: ANN001
+        """``results`` plus, for each of ``names`` that no passage of them mentions, the best BM25 passage that
+        does, ranked after them (class docstring)."""
+        for name in names:
+            if any(mentions(result.passage.text, name) for result in results):
+                continue
+            hit = next((h for h in self.searcher.search(name, k=NAME_SEARCH_K, mode="bm25", filters=filters)
+                        if mentions(h.passage.text, name)), None)
+            if hit is not None:
+                results = [*results, hit.replace(rank=len(results) + 1)]
+        return results
+
     def run(self, state: AnswerState) -> None:
         assert state.info is not None, "analyse runs first"
         question, filters = state.info.text, state.filters
         results = self.searcher.search(question, k=state.k, mode="hybrid", filters=filters)
+        gap = retrieval_gap(results, self.min_dense_score)  # what the question itself retrieves
         if state.info.keep and "doc_id" not in (filters or {}):
             results = keep_candidates(results, state.info.keep, lambda ids: self.searcher.search(
                 question, k=1, mode="hybrid", filters={**(filters or {}), "doc_id": {"in": ids}}))
         if state.info.kind == "comparison" and len(state.info.names) >= 2:
             results = self._with_named(results, state.info.names, filters)
+        if not gap:
+            results = self._with_mentioned(results, state.info.names, filters)
         state.passages = merge_same_document(results)
         state.emit("passages", state.passages)
-        if gap := retrieval_gap(state.passages, self.min_dense_score):
+        if gap := gap or retrieval_gap(state.passages, self.min_dense_score):
             state.abstain(gap)

@@ -113,6 +113,18 @@ def test_a_quantity_question_gets_a_sentence_that_states_a_number() -> None:
     assert [e.text for e in state.evidence] == ["Counseling raised mammography use by 12% in the trial."]
 
 
+def test_an_abbreviation_asked_about_gets_the_sentence_that_defines_it() -> None:
+    text = ("Reassembling fragments in the plane is a shape reconstruction task invariant to rigid motions. Our "
+            "invariant reassembly framework improves accuracy on jigsaw puzzle benchmarks. First, a Global Gauge "
+            "Fixing (GGF) step aligns the fragments.")
+    state = _selected("What does GGF stand for in the invariant reassembly framework?", [result("ml", text)],
+                      sentences=1)
+    assert state.info.kind == "definition"
+    assert [e.text for e in state.evidence] == [  # the best sentence, and the one that defines it
+        "Our invariant reassembly framework improves accuracy on jigsaw puzzle benchmarks.",
+        "First, a Global Gauge Fixing (GGF) step aligns the fragments."]
+
+
 def test_the_reserve_is_the_next_best_sentences() -> None:
     passages = [result("covid", COVID), result("pubmed", PUBMED, rank=2), result("ml", ML, rank=3)]
     ranked = select_evidence("What is the main cause of HIV-1 infection in children?", passages, HashEmbedder().encode)

@@ -262,6 +262,18 @@ def test_an_amount_answered_without_a_number_is_no_answer() -> None:
     kept = _verified("What accuracy does LU-KV keep?", [result("ml", ML)], "LU-KV keeps 90% accuracy [1].")
     assert not kept.abstained and kept.statements[0].text == "LU-KV keeps 90% accuracy"
 
+
+def test_a_counting_question_is_answered_with_a_number_of_what_it_counts() -> None:
+    text = ("We introduce XR-1, a vision-language-action model. XR-1 outperforms pi-0 and GR00T-N1.5 on novel objects. "
+            "We validate XR-1 through real-world experiments with more than 12,000 rollouts on six robots.")
+    state = _verified("How many real-world rollouts were used to validate XR-1?", [result("ml", text)],
+                      "XR-1 outperforms pi-0 and GR00T-N1.5 on novel objects [1].")
+    assert state.info.counted == ("real", "world", "rollout")
+    [statement] = state.statements  # the written sentence states a number, but not of rollouts
+    assert statement.origin == "extract"
+    assert statement.text == "XR-1 is validated through real-world experiments with more than 12,000 rollouts on six robots"
+
+
 # --- compose -------------------------------------------------------------------------------------------------------
 
 def _composed(question: str, passages, statements: list[Statement], decision: str | None = None) -> AnswerState:
@@ -378,3 +390,17 @@ def test_a_comparison_gets_each_paper_it_names_even_when_retrieval_missed_one() 
     state.info = analyse(state.question)
     Retrieve(alone).run(state)
     assert alone.queries == ["What does LU-KV improve?"]  # one name: no extra search
+
+
+def test_a_name_no_retrieved_passage_mentions_is_searched_with_bm25() -> None:
+    from citerag.service.answering.retrieve import Retrieve
+
+    question = "What does GGF stand for?"
+    defining = "Reassembly is invariant. First, a Global Gauge Fixing (GGF) step aligns the fragments."
+    searcher = _ByQuery({question: [result("ml", ML, dense=0.6)], "GGF": [result("ml2", ML2), result("frag", defining)]})
+    state = AnswerState(question=question, k=8)
+    state.info = analyse(question)
+    Retrieve(searcher).run(state)
+    # the BM25 hit that mentions the name (not the one that does not) comes after the question's own passages
+    assert [(p.document.doc_id, p.rank) for p in state.passages] == [("ml", 1), ("frag", 2)]
+    assert searcher.queries == [question, "GGF"] and not state.abstained
