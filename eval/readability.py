@@ -21,6 +21,8 @@ from citerag.service.answering.language import CITATION_MARKER, FUNCTION_WORDS, 
 from citerag.service.answering.names import coined_name, paper_label
 
 _LAST_WORD = re.compile(r"([^\W_][\w-]*)\W*$")
+#: Function words that can close a sentence, standing for a noun phrase ("... predicting sequence, rate, or both.").
+_CAN_END = frozenset({"both", "all", "each", "either", "neither", "none", "one", "others", "too"})
 
 
 def readability_problems(answer: str, citations: Sequence[Any] = (), name_papers: bool = False) -> list[str]:
@@ -31,6 +33,8 @@ def readability_problems(answer: str, citations: Sequence[Any] = (), name_papers
     ["opens with a pronoun: 'We perform SMC over trajectories [1].'"]
     >>> readability_problems("same budget, ASMC attains 80.6% [1]. It is the cost of a [1].")
     ['starts mid-sentence', "opens with a pronoun: 'It is the cost of a [1].'", "ends mid-sentence: 'It is the cost of a [1].'"]
+    >>> readability_problems("ProGen predicts sequence, evolutionary rate, or both [5].")
+    []
     """
     problems: list[str] = []
     text = answer.strip()
@@ -43,7 +47,8 @@ def readability_problems(answer: str, citations: Sequence[Any] = (), name_papers
     for sentence in sentences:
         body = CITATION_MARKER.sub("", sentence).strip()
         last = _LAST_WORD.search(body.rstrip(".!?"))
-        if not re.search(r"[.!?]$", sentence.strip()) or (last and last.group(1).lower() in FUNCTION_WORDS):
+        word = last.group(1).lower() if last else ""
+        if not re.search(r"[.!?]$", sentence.strip()) or (word in FUNCTION_WORDS and word not in _CAN_END):
             problems.append(f"ends mid-sentence: {sentence!r}")
     if name_papers:
         folded = fold(text).lower()
