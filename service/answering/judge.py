@@ -78,8 +78,8 @@ class Judge:
 
     def run(self, state: AnswerState) -> None:
         assert state.info is not None
-        if not state.evidence or (state.info.kind == "yes_no"
-                                  and len(self.unseen_words(state)) < MIN_UNSEEN_WORDS_YES_NO):
+        unseen = self.unseen_words(state)
+        if not state.evidence or (state.info.kind == "yes_no" and len(unseen) < MIN_UNSEEN_WORDS_YES_NO):
             return
         if missing := self.uncounted(state):
             state.abstain(f"the evidence does not mention {', '.join(map(repr, missing))}, which the question counts")
@@ -98,7 +98,7 @@ class Judge:
         if confidence < self.min_confidence:
             state.abstain(f"the evidence does not answer the question (confidence {confidence:.2f} < "
                           f"{self.min_confidence:.2f})")
-        elif confidence < self.min_confidence_unseen and (unseen := self.unseen_words(state)):
+        elif confidence < self.min_confidence_unseen and unseen:
             state.abstain(f"no indexed passage mentions {', '.join(map(repr, unseen))}, and the evidence does not "
                           f"make up for it (confidence {confidence:.2f} < {self.min_confidence_unseen:.2f})")
         if state.abstained or state.info.kind == "yes_no":
