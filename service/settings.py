@@ -126,6 +126,10 @@ class Settings(BaseSettings):
         True, description="Before abstaining, judge the next-best evidence sentences in place of the first ones "
         "(eval/results/qa.md).",
     )
+    judge_papers: bool = Field(
+        True, description="Judge each candidate paper of a which-papers question with the model "
+        "(eval/results/qa.md); off: name the papers whose best sentence scores half the best one's.",
+    )
     n_ctx: int = Field(4096, ge=512, description="Model context window (tokens).")
     max_answer_tokens: int = Field(120, ge=16, le=2048, description="The written answer's limit (tokens).")
     threads: int = Field(0, ge=0, description="CPU threads for generation; 0 = all cores.")

@@ -4,11 +4,13 @@ an ``EventSourceResponse``.
 
 Event order: ``passages`` (the retrieved passages, numbered as the answer cites them), ``evidence`` (the sentences
 the answer is written from, with ``doc_id``, ``start`` and ``end``, as soon as they are chosen; sent again, in
-their place, when the judge's second look answers from the next-best sentences), then one ``token``
-event per piece of the answer as the model writes it (citation markers already the passages' ``[n]``), then
-``answer`` (the full :class:`~citerag.service.schemas.AskResponse` after every sentence was checked against its
-evidence; its ``answer`` replaces the streamed text) -- or ``error``. An abstention decided before writing streams
-no ``token``. When the client disconnects the generator is closed and generation stops at the next token.
+their place, when the judge's second look answers from the next-best sentences, or with the papers named once
+each candidate paper of a which-papers question was judged), then one ``token`` event per piece of the answer as
+the model writes it (citation markers already the passages' ``[n]``), then ``answer`` (the full
+:class:`~citerag.service.schemas.AskResponse` after every sentence was checked against its evidence; its
+``answer`` replaces the streamed text) -- or ``error``. An abstention decided before writing streams no
+``token``, nor does a which-papers answer made of the named papers' own sentences. When the client disconnects
+the generator is closed and generation stops at the next token.
 
 FastAPI streams SSE itself only from a generator endpoint (``response_class=EventSourceResponse`` and ``yield``),
 which cannot also answer plain JSON as ``/ask`` and ``/v1/chat/completions`` do without ``stream``; so the

@@ -212,6 +212,11 @@ OWN_SCORE_RATIO = 0.7
 #: sentence scores at least this share of the best sentence's score, up to :data:`MAX_PAPERS` papers.
 PAPER_SCORE_RATIO = 0.5
 MAX_PAPERS = 4
+#: With each paper judged (:class:`~citerag.service.answering.judge.JudgePapers`), the candidates of a which-papers
+#: question: each paper whose best sentence scores at least this share of the best one, up to
+#: :data:`MAX_CANDIDATE_PAPERS`, each shown by its best sentence and its best about its own work.
+CANDIDATE_PAPER_RATIO = 0.4
+MAX_CANDIDATE_PAPERS = 6
 
 
 def own_work_first(items: Sequence[Evidence], ratio: float = OWN_SCORE_RATIO) -> Evidence:
@@ -261,6 +266,8 @@ class SelectEvidence:
         max_chars: the evidence's length limit in characters (the best sentence is always kept).
         paper_ratio, max_papers: the several-papers rule above.
         weights: ``(dense, bm25, coverage, rank)`` weights of the sentence score.
+        judged_papers: a which-papers question (in the plural) keeps candidates for the judge of each paper
+            instead (:data:`CANDIDATE_PAPER_RATIO`, :data:`MAX_CANDIDATE_PAPERS`).
 
     Raises:
         ValueError: ``sentences`` or ``max_papers`` below 1, ``paper_ratio`` outside ``[0, 1]``.
@@ -271,7 +278,7 @@ class SelectEvidence:
     def __init__(
         self, encode: Encode, sentences: int = EVIDENCE_SENTENCES, max_chars: int = MAX_EVIDENCE_CHARS,
         paper_ratio: float = PAPER_SCORE_RATIO, max_papers: int = MAX_PAPERS,
-        weights: tuple[float, float, float, float] = DEFAULT_WEIGHTS,
+        weights: tuple[float, float, float, float] = DEFAULT_WEIGHTS, judged_papers: bool = False,
     ) -> None:
         if sentences < 1 or max_papers < 1:
             raise ValueError(f"sentences and max_papers must be >= 1, got {sentences} and {max_papers}")
@@ -283,6 +290,7 @@ class SelectEvidence:
         self.paper_ratio = paper_ratio
         self.max_papers = max_papers
         self.weights = weights
+        self.judged_papers = judged_papers
 
     def run(self, state: AnswerState) -> None:
         from citerag.service.answering.names import named_documents
@@ -327,6 +335,11 @@ class SelectEvidence:
         for item in ranked:
             by_doc.setdefault(item.doc_id, []).append(item)
         firsts = {doc_id: own_work_first(items) for doc_id, items in by_doc.items()}  # each paper's sentence
+        if kind == "which_papers" and self.judged_papers and (max_papers or self.max_papers) > 1:
+            # candidates for the judge of each paper: its best sentence and its best about its own work
+            papers = [d for d, items in by_doc.items() if items[0].score >= CANDIDATE_PAPER_RATIO * ranked[0].score]
+            papers = [*papers[:MAX_CANDIDATE_PAPERS], *(d for d in named if d in by_doc)]
+            return _unique([item for d in papers for item in (by_doc[d][0], firsts[d])])
         if kind == "which_papers":  # the sentence of each paper whose best sentence qualifies
             papers = [firsts[d] for d, items in by_doc.items() if items[0].score >= self.paper_ratio * ranked[0].score]
             return _unique([*papers[: max_papers or self.max_papers], *(firsts[d] for d in named if d in firsts)])

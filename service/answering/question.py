@@ -130,6 +130,41 @@ def asks_one_paper(question: str) -> bool:
     return bool(_ONE_PAPER.match(question))
 
 
+_POLAR_AUXILIARY = {"are": "Is", "were": "Was", "is": "Is", "was": "Was", "have": "Has", "has": "Has", "do": "Does",
+                    "did": "Did", "can": "Can", "could": "Could", "will": "Will", "would": "Would"}
+
+
+def polar_form(question: str) -> str | None:
+    """A which-papers question asked of one paper, for a yes or a no ("Which papers use flow matching?" -> "Does
+    the paper use flow matching?"); ``None`` when ``question`` is no which-papers question or has no verb after
+    its lead. English grammar only: an auxiliary takes the singular ("are about" -> "Is the paper about"), a
+    present-tense verb follows "Does the paper", a past-tense one "Has the paper" (a regular past tense is its
+    participle).
+
+    >>> polar_form("Which papers use flow matching?"), polar_form("Which abstracts are about genome models?")
+    ('Does the paper use flow matching?', 'Is the paper about genome models?')
+    >>> polar_form("What papers proposed a new benchmark?"), polar_form("Which studies have a control group?")
+    ('Has the paper proposed a new benchmark?', 'Does the paper have a control group?')
+    >>> polar_form("Which virus causes it?") is None, polar_form("Which papers?") is None
+    (True, True)
+    """
+    lead = _WHICH_PAPERS.match(question)
+    if lead is None:
+        return None
+    rest = re.sub(r"^\s*(?:that|which|who)\s+", "", question[lead.end():]).strip().rstrip("?").strip()
+    words = rest.split(" ", 1)
+    if not words[0] or len(words) < 2:
+        return None
+    verb, tail = words[0], words[1]
+    if verb.lower() in ("have", "has") and not re.match(r"\w+(?:ed|en)\b", tail):
+        return f"Does the paper have {tail}?"  # "have" as the main verb: "Which studies have a control group?"
+    if verb.lower() in _POLAR_AUXILIARY:
+        return f"{_POLAR_AUXILIARY[verb.lower()]} the paper {tail}?"
+    if verb.lower().endswith("ed"):
+        return f"Has the paper {verb} {tail}?"
+    return f"Does the paper {verb} {tail}?"
+
+
 def content_terms(question: str) -> list[tuple[str, str]]:
     """``(word, BM25 token)`` of each distinct content word of ``question``, in order: function words
     (:data:`~citerag.service.answering.language.FUNCTION_WORDS`) dropped, a hyphenated compound split into its words.

@@ -118,7 +118,9 @@ class Retrieve:
             results = [*results, *(h for h in hits if h.document.doc_id in found)][: len(results) + 1]
         return results
 
-    def _with_mentioned(self, results: list[SearchResult], names: tuple[str, ...], filters) -> list[SearchResult]:  # noqa: ANN001
+    def _with_mentioned(
+        self, results: list[SearchResult], names: tuple[str, ...], filters,  # noqa: ANN001 - Filters | None
+    ) -> list[SearchResult]:
         """``results`` plus, for each of ``names`` that no passage of them mentions, the best BM25 passage that
         does, ranked after them (class docstring)."""
         for name in names:

@@ -2,7 +2,7 @@
 :class:`Answer` with its :class:`Citation` objects.
 
 Components (:mod:`citerag.service.answering.components`) read and fill the state in one direction: analyse ->
-retrieve -> select evidence -> judge -> write -> verify -> compose; the runner
+retrieve -> select evidence -> judge papers -> judge -> write -> verify -> compose; the runner
 (:mod:`citerag.service.answering.pipeline`) times them and stops at an abstention.
 """
 
@@ -83,6 +83,8 @@ class AnswerState:
             answer (select evidence; empty for questions about several papers and yes/no questions).
         confidence: probability in ``[0, 1]`` that the evidence answers the question (judge; 1.0 when the evidence
             score alone decided it).
+        papers_judged: each candidate paper of a which-papers question was judged and the evidence is the named
+            papers' sentences, answered as they stand (judge papers: no single judgement, no writing).
         decision: ``"yes"``/``"no"``/``"maybe"`` for a yes/no question (write), else ``None``.
         decision_probabilities: the model's probabilities of yes/no/maybe behind ``decision`` (write).
         written: the model's text as written (write).
@@ -108,6 +110,7 @@ class AnswerState:
     evidence: list[Evidence] = field(default_factory=list)
     reserve: list[Evidence] = field(default_factory=list)
     confidence: float = 0.0
+    papers_judged: bool = False
     decision: str | None = None
     decision_probabilities: dict[str, float] = field(default_factory=dict)
     written: str = ""

@@ -19,8 +19,8 @@ model wrote, itself (``origin="extract"``; the best-scored evidence sentence whe
 each: a paper the question names that no kept sentence rests on gets its own evidence sentence, and so does every
 paper of the evidence when nothing was kept. An answer to a question that asks for an amount ("How many ...?",
 "What accuracy ...?") that states no number is no answer: the service abstains; an answer to a counting question
-("How many rollouts ...?") that states no number of what it counts is the best evidence sentence that does. A sentence that opens with a
-pronoun ("We ...", "This ...") gets its paper's label as its subject
+("How many rollouts ...?") that states no number of what it counts is the best evidence sentence that does. A
+sentence that opens with a pronoun ("We ...", "This ...") gets its paper's label as its subject
 (:func:`~citerag.service.answering.subject.name_subject`); an unfinished last sentence (the token limit) is dropped.
 """
 
@@ -271,7 +271,7 @@ class Verify:
         for i, item in enumerate(evidence):
             firsts.setdefault(item.doc_id, i)
         wanted = [d for d in state.named if d in firsts]
-        if not statements and not wanted:  # nothing kept and no named paper in the evidence: every paper's best
+        if not statements and (not wanted or state.papers_judged):  # nothing kept: every paper's best
             wanted = list(firsts)
         covered = {evidence[i].doc_id for s in statements for i in s.evidence}
         extracts = [Statement(texts[firsts[d]].rstrip(".!?;:, "), (firsts[d],), "extract")

@@ -182,6 +182,8 @@ class Write:
 
     def run(self, state: AnswerState) -> None:
         assert state.info is not None
+        if state.papers_judged:
+            return  # each named paper's own sentence is the answer
         if state.info.kind == "yes_no":
             self._decide(state)
             return

@@ -404,3 +404,38 @@ def test_a_name_no_retrieved_passage_mentions_is_searched_with_bm25() -> None:
     # the BM25 hit that mentions the name (not the one that does not) comes after the question's own passages
     assert [(p.document.doc_id, p.rank) for p in state.passages] == [("ml", 1), ("frag", 2)]
     assert searcher.queries == [question, "GGF"] and not state.abstained
+
+
+# --- judge papers --------------------------------------------------------------------------------------------------
+
+def test_each_candidate_paper_of_a_which_papers_question_is_judged_and_named_ones_answer() -> None:
+    from citerag.service.answering.judge import JudgePapers
+    from citerag.service.answering.prompts import DECISION_SYSTEM
+
+    question = "Which papers propose a method with a lower error or less memory?"
+    state = AnswerState(question=question, info=analyse(question),
+                        passages=[result("ml", ML), result("ml2", ML2, rank=2), result("covid", COVID, rank=3)])
+    SelectEvidence(HashEmbedder().encode, judged_papers=True).run(state)
+    candidates = {e.doc_id for e in state.evidence}
+    assert {"ml", "ml2"} <= candidates
+    # the model says yes for the paper whose evidence names GP-EquiFlow only
+    generator = FixedGenerator(judge=lambda messages: 0.9 if "GP-EquiFlow" in messages[-1]["content"] else 0.05)
+    events = []
+    state.on_event = lambda kind, payload: events.append(kind)
+    JudgePapers(generator).run(state)
+    asked = [c["messages"] for c in generator.calls]
+    assert len(asked) == len(candidates)  # one judgement a paper
+    assert all(m[0]["content"] == DECISION_SYSTEM and "Question: Does the paper propose a method with a lower error "
+               "or less memory?" in m[-1]["content"] for m in asked)
+    assert [e.doc_id for e in state.evidence] == ["ml2"] and events == ["evidence"] and state.papers_judged
+    assert state.evidence[0].text == "We introduce GP-EquiFlow, a flow model with Gaussian process priors."
+    Judge(generator).run(state)
+    Write(generator).run(state)
+    assert len(generator.calls) == len(candidates) and state.written == ""  # no single judgement, no writing
+    Verify().run(state)
+    Compose().run(state)
+    assert state.answer.startswith("GP-EquiFlow is a flow model with Gaussian process priors [2].")
+    nobody = AnswerState(question=question, info=analyse(question), passages=[result("covid", COVID)])
+    SelectEvidence(HashEmbedder().encode, judged_papers=True).run(nobody)
+    JudgePapers(FixedGenerator(judge=0.1)).run(nobody)
+    assert nobody.abstained and "no retrieved paper" in nobody.reason
