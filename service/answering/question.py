@@ -145,6 +145,8 @@ def polar_form(question: str) -> str | None:
     ('Does the paper use flow matching?', 'Is the paper about genome models?')
     >>> polar_form("What papers proposed a new benchmark?"), polar_form("Which studies have a control group?")
     ('Has the paper proposed a new benchmark?', 'Does the paper have a control group?')
+    >>> polar_form("Which papers use Sequential Monte Carlo, and for what?")
+    'Does the paper use Sequential Monte Carlo?'
     >>> polar_form("Which virus causes it?") is None, polar_form("Which papers?") is None
     (True, True)
     """
@@ -152,6 +154,8 @@ def polar_form(question: str) -> str | None:
     if lead is None:
         return None
     rest = re.sub(r"^\s*(?:that|which|who)\s+", "", question[lead.end():]).strip().rstrip("?").strip()
+    # a second question joined on ("..., and for what?", "... and how?") is not asked of each paper
+    rest = re.sub(r",?\s+and\s+(?:(?:for|by|with|in)\s+)?(?:what|how|why|which|where|when)\b.*$", "", rest)
     words = rest.split(" ", 1)
     if not words[0] or len(words) < 2:
         return None
