@@ -30,11 +30,14 @@ from citerag.service.settings import PROJECT_ROOT
 
 DEVSETS = [PROJECT_ROOT / "eval" / "devset.jsonl", PROJECT_ROOT / "eval" / "seed_questions.jsonl"]
 TARGETS = {"total": 0.6, "first_text": 0.4, "yes_no_total": 0.7}
+#: The stream event behind each time mark.
+_MARK = {"evidence": "evidence", "token": "first_text"}
 
 
 def ask_streamed(http: httpx.Client, question: str) -> dict[str, float | dict]:
-    """Ask with ``"stream": true``: ms from the request to the ``evidence`` event, the first ``token`` event and the
-    ``answer`` event (NaN for an event that never came), and the answer event's data.
+    """Ask with ``"stream": true``: ms from the request to the first ``evidence`` event, the first ``token`` event
+    (the ``answer`` event for an answer that streamed no token, as a which-papers answer made of the papers' own
+    sentences; NaN for an abstention) and the ``answer`` event, and the answer event's data.
 
     Raises:
         RuntimeError: the stream ended with an ``error`` event, a non-200 status, or no ``answer`` event.
@@ -49,14 +52,14 @@ def ask_streamed(http: httpx.Client, question: str) -> dict[str, float | dict]:
             now = (time.perf_counter() - started) * 1000.0
             if line.startswith("event: "):
                 event = line[len("event: "):]
-                if event == "evidence":
-                    marks["evidence"] = now
-                elif event == "token" and marks["first_text"] != marks["first_text"]:
-                    marks["first_text"] = now
+                if event in ("evidence", "token") and marks[_MARK[event]] != marks[_MARK[event]]:
+                    marks[_MARK[event]] = now  # the first of each
             elif line.startswith("data: ") and event in ("answer", "error"):
                 data = json.loads(line[len("data: "):])
                 if event == "error":
                     raise RuntimeError(f"/ask stream error: {data}")
+                if marks["first_text"] != marks["first_text"] and not data.get("abstained"):
+                    marks["first_text"] = now  # an answer made of evidence sentences (which papers) streams no token
                 return {**marks, "total": now, "answer": data}
     raise RuntimeError("/ask stream ended without an answer event")
 
