@@ -144,19 +144,18 @@ def written_prompts(n_questions: int, qids: Sequence[str] = (), stand_in: bool =
     """The written-answer prompts of the first ``n_questions`` answerable dev-set questions (or those of ``qids``),
     and the name of the message builder used.
 
-    The service's own steps make them: the question analysed (:func:`~citerag.service.answering.question.analyse`),
-    its hybrid top ``ask_k`` passages merged per document (as the retrieve step does), the evidence the
-    select-evidence step keeps (:class:`~citerag.service.answering.evidence.SelectEvidence`), and the writer's
-    messages (:func:`~citerag.service.answering.prompts.writer_messages`). With ``stand_in``: the top
+    The service's own steps make them: the analyse, retrieve and select-evidence steps run over the question's
+    state (:class:`~citerag.service.answering.evidence.SelectEvidence`), then the writer's messages
+    (:func:`~citerag.service.answering.prompts.writer_messages`); a question the steps abstain on is left out. With ``stand_in``: the top
     :data:`EVIDENCE_SENTENCES` sentences and :func:`stand_in_messages`.
     """
     from citerag.eval.retrieval import load_devset
     from citerag.index.store import IndexStore
-    from citerag.service.answering.evidence import SelectEvidence, grouped, select_evidence
-    from citerag.service.answering.names import named_documents
+    from citerag.service.answering.evidence import SelectEvidence, select_evidence
     from citerag.service.answering.prompts import writer_messages
-    from citerag.service.answering.question import analyse
-    from citerag.service.answering.retrieve import merge_same_document
+    from citerag.service.answering.question import Analyse
+    from citerag.service.answering.retrieve import Retrieve
+    from citerag.service.answering.state import AnswerState
     from citerag.service.pipeline import load_embedder, open_retriever
 
     settings = Settings()
@@ -167,16 +166,17 @@ def written_prompts(n_questions: int, qids: Sequence[str] = (), stand_in: bool =
     prompts = []
     questions = [q for q in load_devset(DEVSET) if q.qrels and (not qids or q.qid in qids)]
     for q in questions[:n_questions]:
-        info = analyse(q.question)
-        passages = merge_same_document(retriever.search(info.text, k=settings.ask_k, mode="hybrid"))
+        state = AnswerState(question=q.question, k=settings.ask_k)
+        for component in (Analyse(), Retrieve(retriever)):
+            component.run(state)
         if stand_in:
-            messages = stand_in_messages(q.question, select_evidence(q.question, passages, encode,
+            messages = stand_in_messages(q.question, select_evidence(q.question, state.passages, encode,
                                                                      keep=EVIDENCE_SENTENCES))
         else:
-            ranked = select_evidence(info.text, passages, encode, 64)
-            evidence = grouped(step.chosen(ranked, named_documents(info.names, passages),
-                                           several=info.kind in ("which_papers", "comparison")))
-            messages = writer_messages(info, evidence)
+            step.run(state)  # the select-evidence step, as the service runs it
+            if state.abstained or state.info is None:
+                continue
+            messages = writer_messages(state.info, state.evidence)
         prompts.append(WrittenPrompt(q.qid, q.question, messages))
     name = ("bench stand-in (stand_in_messages)" if stand_in else
             "the service's writer (citerag.service.answering.prompts.writer_messages, evidence of the "
