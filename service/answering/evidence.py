@@ -266,8 +266,8 @@ class SelectEvidence:
         max_chars: the evidence's length limit in characters (the best sentence is always kept).
         paper_ratio, max_papers: the several-papers rule above.
         weights: ``(dense, bm25, coverage, rank)`` weights of the sentence score.
-        judged_papers: a which-papers question (in the plural) keeps candidates for the judge of each paper
-            instead (:data:`CANDIDATE_PAPER_RATIO`, :data:`MAX_CANDIDATE_PAPERS`).
+        judged_papers: a which-papers question in the plural (``QuestionInfo.polar``) keeps candidates for the
+            judge of each paper instead (:meth:`chosen`).
 
     Raises:
         ValueError: ``sentences`` or ``max_papers`` below 1, ``paper_ratio`` outside ``[0, 1]``.
@@ -302,7 +302,7 @@ class SelectEvidence:
             return
         state.named = named_documents(state.info.names, state.passages)
         chosen = self.chosen(ranked, state.named, state.info.kind, 1 if state.info.one_paper else self.max_papers,
-                             state.info.names)
+                             state.info.names, judged=self.judged_papers and state.info.polar is not None)
         state.evidence = grouped(chosen)
         if not (state.info.several_papers or state.info.kind == "yes_no"):
             state.reserve = grouped(self.following(ranked, chosen))
@@ -327,22 +327,22 @@ class SelectEvidence:
         return kept
 
     def chosen(self, ranked: list[Evidence], named: list[str], kind: str = "fact",
-               max_papers: int | None = None, names: Sequence[str] = ()) -> list[Evidence]:
+               max_papers: int | None = None, names: Sequence[str] = (), judged: bool = False) -> list[Evidence]:
         """The evidence to keep from ``ranked`` (best first), for a question of ``kind`` that names the documents
         ``named`` and the things ``names`` (class docstring); a which-papers question keeps at most ``max_papers``
-        (default :attr:`max_papers`; 1 when it asks for one paper)."""
+        (default :attr:`max_papers`; 1 when it asks for one paper), or, when its papers will be ``judged``, the
+        candidates for that judge (:data:`CANDIDATE_PAPER_RATIO`, :data:`MAX_CANDIDATE_PAPERS`), each by its best
+        sentence and its best about its own work."""
         by_doc: dict[str, list[Evidence]] = {}
         for item in ranked:
             by_doc.setdefault(item.doc_id, []).append(item)
         firsts = {doc_id: own_work_first(items) for doc_id, items in by_doc.items()}  # each paper's sentence
-        if kind == "which_papers" and self.judged_papers and (max_papers or self.max_papers) > 1:
-            # candidates for the judge of each paper: its best sentence and its best about its own work
-            papers = [d for d, items in by_doc.items() if items[0].score >= CANDIDATE_PAPER_RATIO * ranked[0].score]
-            papers = [*papers[:MAX_CANDIDATE_PAPERS], *(d for d in named if d in by_doc)]
-            return _unique([item for d in papers for item in (by_doc[d][0], firsts[d])])
-        if kind == "which_papers":  # the sentence of each paper whose best sentence qualifies
-            papers = [firsts[d] for d, items in by_doc.items() if items[0].score >= self.paper_ratio * ranked[0].score]
-            return _unique([*papers[: max_papers or self.max_papers], *(firsts[d] for d in named if d in firsts)])
+        if kind == "which_papers":  # the papers whose best sentence qualifies, and the papers it names
+            ratio, limit = (CANDIDATE_PAPER_RATIO, MAX_CANDIDATE_PAPERS) if judged else \
+                (self.paper_ratio, max_papers or self.max_papers)
+            papers = [d for d, items in by_doc.items() if items[0].score >= ratio * ranked[0].score][:limit]
+            papers += [d for d in named if d in by_doc]
+            return _unique([item for d in papers for item in ((by_doc[d][0], firsts[d]) if judged else (firsts[d],))])
         several = len(named) >= 2 or kind == "comparison"
         chosen = self._filled(_unique([ranked[0], *(firsts[d] for d in (named if several else []) if d in firsts)]),
                               ranked[1:])

@@ -35,7 +35,6 @@ from citerag.index.tokenize import tokenize
 from citerag.service.answering.choice import choose
 from citerag.service.answering.evidence import grouped, own_work_first
 from citerag.service.answering.prompts import DECISION_SLOT, YES_NO_GRAMMAR, judge_messages, paper_messages
-from citerag.service.answering.question import polar_form
 from citerag.service.answering.state import AnswerState
 from citerag.service.generator import Generator
 
@@ -149,7 +148,7 @@ class Judge:
 
 class JudgePapers:
     """Judge each candidate paper of a which-papers question (asked in the plural): the question asked of one paper
-    (:func:`~citerag.service.answering.question.polar_form`: "Does the paper use flow matching?") over that paper's
+    (``QuestionInfo.polar``: "Does the paper use flow matching?") over that paper's
     sentences, one token in the yes/no slot (:func:`~citerag.service.answering.prompts.paper_messages`), read as
     ``P(yes)``. A paper is named when ``ratio * P(yes) >= min_score``, ``ratio`` being its best sentence's share of
     the best sentence's score: retrieval's say and the model's together. The evidence becomes each named paper's
@@ -169,8 +168,8 @@ class JudgePapers:
 
     def run(self, state: AnswerState) -> None:
         assert state.info is not None
-        polar = polar_form(state.info.text)
-        if state.info.kind != "which_papers" or state.info.one_paper or polar is None or not state.evidence:
+        polar = state.info.polar
+        if polar is None or not state.evidence:
             return
         by_doc: dict[str, list] = {}
         for item in state.evidence:

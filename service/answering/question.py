@@ -269,6 +269,8 @@ class QuestionInfo:
         one_paper: a which-papers question asked in the singular (:func:`asks_one_paper`).
         amount: a number question that asks for an amount ("How many ...", "What accuracy ..."), not a date: its
             answer states a number.
+        polar: a which-papers question in the plural asked of one paper (:func:`polar_form`: "Does the paper use
+            flow matching?"), else ``None``.
     """
 
     asked: str
@@ -281,6 +283,7 @@ class QuestionInfo:
     keep: tuple[str, ...] = field(default_factory=tuple)
     one_paper: bool = False
     amount: bool = False
+    polar: str | None = None
 
     @property
     def several_papers(self) -> bool:
@@ -305,11 +308,13 @@ def analyse(question: str, history: Sequence[Turn] = ()) -> QuestionInfo:
     resolved: Standalone = standalone(question, history)
     names = tuple(question_names(resolved.question))
     kind = question_kind(resolved.question, names)
+    one_paper = asks_one_paper(resolved.question)
     return QuestionInfo(
         asked=question.strip(), text=resolved.question, kind=kind, names=names,
         terms=tuple(content_terms(resolved.question)), counted=counted_terms(resolved.question),
-        follow_up=resolved.reason, keep=resolved.keep, one_paper=asks_one_paper(resolved.question),
+        follow_up=resolved.reason, keep=resolved.keep, one_paper=one_paper,
         amount=kind == "number" and bool(_AMOUNT.search(resolved.question)),
+        polar=polar_form(resolved.question) if kind == "which_papers" and not one_paper else None,
     )
 
 
