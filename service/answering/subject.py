@@ -96,7 +96,8 @@ def passive(tail: str, label: str) -> str | None:
     """"We <verb> <label> ..." turned round so that the label is the subject: ``tail`` is what follows "We"
     ("validate XR-1 through 12,000 rollouts" -> "XR-1 is validated through 12,000 rollouts"); ``None`` when
     ``tail``'s verb (after any adverbs) is not directly followed by ``label``, or is a modal or auxiliary, or
-    another clause follows the label ("we propose X, which adds Y" reads "X adds Y").
+    another clause follows the label ("we propose X, which adds Y" reads "X adds Y"); an article before the label
+    stays ("we introduce the X to ..." -> "The X is introduced to ...").
 
     >>> passive("validate XR-1 through 12,000 rollouts", "XR-1"), passive("evaluated EDEN on 9 tasks", "EDEN")
     ('XR-1 is validated through 12,000 rollouts', 'EDEN was evaluated on 9 tasks')
@@ -104,9 +105,11 @@ def passive(tail: str, label: str) -> str | None:
     ('CFlower adds a loss', None)
     >>> passive("propose a method", "XR-1") is None, passive("can train XR-1 fast", "XR-1") is None
     (True, True)
+    >>> passive("introduce the Platonic Transformer to resolve it", "Platonic Transformer")
+    'The Platonic Transformer is introduced to resolve it'
     """
-    match = re.match(rf"(?P<adverbs>(?:\w+ly\s+)*)(?P<verb>[a-z]+)\s+{re.escape(label)}(?![\w-])\s*(?P<rest>.*)$",
-                     tail, re.DOTALL)
+    match = re.match(rf"(?P<adverbs>(?:\w+ly\s+)*)(?P<verb>[a-z]+)\s+(?P<article>(?:a|an|the)\s+)?"
+                     rf"{re.escape(label)}(?![\w-])\s*(?P<rest>.*)$", tail, re.DOTALL | re.IGNORECASE)
     if match is None or match.group("verb") in _INVARIANT or match.group("verb") in _IRREGULAR:
         return None
     verb, rest = match.group("verb"), match.group("rest")
@@ -115,7 +118,8 @@ def passive(tail: str, label: str) -> str | None:
     if rest[:1] in tuple(",;:"):
         return None  # "we train XR-1, then tune it": the verb's other clause needs the subject
     be = "was" if verb.endswith("ed") else "is"
-    return f"{label} {be} {match.group('adverbs')}{participle(verb)} {rest}".rstrip()
+    subject = f"The {label}" if (match.group("article") or "").lower().startswith("the") else label
+    return f"{subject} {be} {match.group('adverbs')}{participle(verb)} {rest}".rstrip()
 
 
 def opens_with_pronoun(sentence: str) -> bool:
@@ -137,6 +141,8 @@ def name_subject(sentence: str, label: str) -> str:
     'Faire (Functional alignment) is a reinforcement learning framework.'
     >>> name_subject("To address these limits, we propose GP-EquiFlow, an equivariant flow model.", "GP-EquiFlow")
     'GP-EquiFlow is an equivariant flow model.'
+    >>> name_subject("We improve validity by introducing ReVSI, a benchmark.", "ReVSI")  # named later: the paper
+    'The paper improves validity by introducing ReVSI, a benchmark.'
     >>> name_subject("At 10% memory, we keep 90% accuracy.", "LU-KV")  # a lead holding a number is kept
     'At 10% memory, we keep 90% accuracy.'
     >>> name_subject("Our results show a 12% gain.", "GLEAN"), name_subject("This enables faster decoding.", "ASMC")
@@ -155,7 +161,11 @@ def name_subject(sentence: str, label: str) -> str:
         introduced = _INTRODUCES.match(tail)
         if introduced and introduced.group("name").strip("()").lower() == label.lower():
             return f"{label}{introduced.group('long') or ''} is {introduced.group('appositive')}"
-        return passive(tail, label) or f"{label} {_agree(tail)}"
+        if turned := passive(tail, label):
+            return turned
+        # "we improve X by introducing ReVSI": the label is named later, so the subject is the paper
+        mentioned = re.search(rf"(?<![\w-]){re.escape(label)}(?![\w-])", tail, re.IGNORECASE)
+        return f"{'The paper' if mentioned else label} {_agree(tail)}"
     if word in ("our", "its", "their", "this", "these", "the") and noun.lower() in RESEARCH_NOUNS:
         singular = noun.lower() in ("method", "model", "approach", "framework", "algorithm", "technique", "system",
                                     "architecture", "paper", "work", "study", "tool", "network", "pipeline",
