@@ -6,8 +6,9 @@
    lower-case word or punctuation.
 3. **No mid-sentence end**: each sentence ends with a full stop, question or exclamation mark (after its markers),
    and its last word before the markers is not a function word ("... of a standard [1].").
-4. **Every cited paper named** (which-papers and comparison answers): each cited document's title or the name its
-   abstract coins (:func:`~citerag.service.answering.names.coined_name`), when it has one, appears in the answer.
+4. **Every cited paper named** (which-papers and comparison answers): each cited document's title, the title's
+   head before a colon or the name its abstract coins (:func:`~citerag.service.answering.names.paper_names`), when
+   it has one, appears in the answer.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from citerag.index.text import fold, readable, split_sentences
+from citerag.index.text import split_sentences
 from citerag.service.answering.language import CITATION_MARKER, FUNCTION_WORDS, PRONOUN_OPENING
-from citerag.service.answering.names import coined_name, paper_label
+from citerag.service.answering.names import names_paper, paper_label, paper_names
 
 _LAST_WORD = re.compile(r"([^\W_][\w-]*)\W*$")
 #: Function words that can close a sentence, standing for a noun phrase ("... predicting sequence, rate, or both.").
@@ -51,10 +52,8 @@ def readability_problems(answer: str, citations: Sequence[Any] = (), name_papers
         if not re.search(r"[.!?]$", sentence.strip()) or (word in FUNCTION_WORDS and word not in _CAN_END):
             problems.append(f"ends mid-sentence: {sentence!r}")
     if name_papers:
-        folded = fold(text).lower()
         for citation in citations:
             document = citation.result.document
-            names = [n for n in (readable(document.title).strip(), coined_name(document.text)) if n]
-            if names and not any(fold(n).lower() in folded for n in names):
+            if paper_names(document) and not names_paper(text, document):
                 problems.append(f"does not name {paper_label(document)!r}")
     return list(dict.fromkeys(problems))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from citerag.index.text import fold
-from citerag.service.answering.names import long_form, paper_label
+from citerag.service.answering.names import long_form, names_paper, paper_label
 from citerag.service.answering.state import AnswerState, Citation
 from citerag.service.answering.write import first_word_decision
 
@@ -54,7 +54,8 @@ class Compose:
             text = statement.text.rstrip(" .;:,")
             doc_id = evidence[statement.evidence[0]].doc_id
             label = paper_label(evidence[statement.evidence[0]].result.document)
-            if several and label and doc_id not in named_docs and fold(label).lower() not in fold(text).lower():
+            if several and label and doc_id not in named_docs \
+                    and not names_paper(text, evidence[statement.evidence[0]].result.document):
                 text = f"{label}: {text}"
             named_docs.add(doc_id)
             numbers = list(dict.fromkeys(evidence[i].n for i in statement.evidence))

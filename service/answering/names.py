@@ -115,6 +115,32 @@ def names_in(text: str) -> list[str]:
     return [candidate for candidate in _COINED.findall(fold(text)) if _own_part(candidate)]
 
 
+#: A title's head before its colon is the paper's name when it has at most this many words ("Harmonic-NAS:
+#: Hardware-Aware Multimodal ...", "Avoid Everything: Model-Free ...").
+MAX_TITLE_HEAD_WORDS = 4
+
+
+def paper_names(document: Document) -> list[str]:
+    """The names an answer may call ``document`` by: its title (readable), the title's head before a colon when
+    short (:data:`MAX_TITLE_HEAD_WORDS`), and the name its abstract coins (:func:`coined_name`); ``[]`` when it
+    has none of them.
+
+    >>> paper_names(Document("d", "LU-KV: Fast Eviction", "We propose LU-KV, an eviction method.", "LU-KV"))
+    ['LU-KV: Fast Eviction', 'LU-KV']
+    """
+    title = readable(document.title).strip()
+    head = title.split(": ", 1)[0] if ": " in title else ""
+    names = [title, head if 0 < len(head.split()) <= MAX_TITLE_HEAD_WORDS else "", coined_name(document.text) or ""]
+    return [name for name in dict.fromkeys(names) if name]
+
+
+def names_paper(text: str, document: Document) -> bool:
+    """Whether ``text`` names ``document`` by one of :func:`paper_names` (case and accents folded); ``False`` for a
+    document without a name."""
+    folded = fold(text).lower()
+    return any(fold(name).lower() in folded for name in paper_names(document))
+
+
 def paper_label(document: Document) -> str | None:
     """What an answer may call ``document``: its title (readable, brackets made round so they cannot read as
     citation markers) followed by the name its abstract coins when the title does not hold it ("Generating

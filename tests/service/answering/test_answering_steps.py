@@ -315,6 +315,15 @@ def test_an_answer_about_several_papers_names_each_paper_it_cites() -> None:
     assert "DC-SIGNR in placenta: MTCT is the main cause [2]." in state.answer
 
 
+def test_a_paper_named_by_its_title_head_gets_no_label_before_it() -> None:
+    passages = [result("ml", ML, title="LU-KV: Eviction for Long Contexts"), result("covid", COVID, rank=2)]
+    state = _state("Which papers study memory or transmission?", passages)
+    ml = next(i for i, e in enumerate(state.evidence) if e.doc_id == "ml")
+    state.statements = [Statement("LU-KV keeps 90% accuracy", (ml,))]
+    Compose().run(state)
+    assert state.answer == "LU-KV keeps 90% accuracy [1]."
+
+
 # --- runner --------------------------------------------------------------------------------------------------------
 
 def test_the_pipeline_runs_each_step_once_in_order_and_streams() -> None:
