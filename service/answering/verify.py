@@ -96,7 +96,7 @@ def check(sentence: str, sources: Iterable[str], question: str = "", labels: Ite
     finding from being given to another. For a ``yes_no`` answer, whose decision is what it adds, all its words
     count, the question's included. When ``names_answer`` (a question about one thing: "What method is proposed
     for CD-CIL?"), a paper's name that the question does not hold is itself the answer, and a sentence that adds
-    only that name is supported.
+    only that name is supported, if it says something of it (a paper's title alone is not an answer).
 
     >>> check("ASMC reaches 80.6% exact-match accuracy", ["ASMC attains 80.6% exact-match accuracy."]).supported()
     True
@@ -112,6 +112,10 @@ def check(sentence: str, sources: Iterable[str], question: str = "", labels: Ite
     0.0
     >>> check("PMDO is proposed for CD-CIL", sources, question, ["PMDO"], names_answer=True).coverage
     1.0
+    >>> title = "Order Reduction for Complex Neurons"  # the paper's title alone answers nothing
+    >>> check(title, ["We reduce the Hodgkin-Huxley model."], "Which neuron model is reduced?", [title],
+    ...       names_answer=True).coverage
+    0.0
     """
     sources, labels = list(sources), list(labels)
     known_text = " ".join([*sources, *labels])
@@ -121,7 +125,8 @@ def check(sentence: str, sources: Iterable[str], question: str = "", labels: Ite
     numbers = set(number_values(known_text)) | set(number_values(question))
     terms = content_tokens(sentence) - _DECISION_WORDS
     added = terms if yes_no else terms - asked
-    says_more = bool(added - label_terms) or (names_answer and bool(added))
+    # a paper's name can be the answer, said of something ("PMDO is proposed for CD-CIL"); a bare title cannot
+    says_more = bool(added - label_terms) or (names_answer and bool(added) and bool(terms - label_terms))
     coverage = len(added & known) / len(added) if says_more else 0.0
     missing_numbers = tuple(n for n in dict.fromkeys(number_values(sentence)) if n not in numbers)
     names = [*names_in(sentence), *_CAPITALISED.findall(" " + sentence.split(" ", 1)[-1])]
