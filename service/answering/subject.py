@@ -96,8 +96,8 @@ def passive(tail: str, label: str) -> str | None:
     """"We <verb> <label> ..." turned round so that the label is the subject: ``tail`` is what follows "We"
     ("validate XR-1 through 12,000 rollouts" -> "XR-1 is validated through 12,000 rollouts"); ``None`` when
     ``tail``'s verb (after any adverbs) is not directly followed by ``label``, or is a modal or auxiliary, or
-    another clause follows the label ("we propose X, which adds Y" reads "X adds Y"); an article before the label
-    stays ("we introduce the X to ..." -> "The X is introduced to ...").
+    another clause follows the label ("we propose X, which adds Y" reads "X adds Y"), or the label modifies the
+    noun after it; "the" before the label stays ("we introduce the X to ..." -> "The X is introduced to ...").
 
     >>> passive("validate XR-1 through 12,000 rollouts", "XR-1"), passive("evaluated EDEN on 9 tasks", "EDEN")
     ('XR-1 is validated through 12,000 rollouts', 'EDEN was evaluated on 9 tasks')
@@ -107,11 +107,16 @@ def passive(tail: str, label: str) -> str | None:
     (True, True)
     >>> passive("introduce the Platonic Transformer to resolve it", "Platonic Transformer")
     'The Platonic Transformer is introduced to resolve it'
+    >>> passive("develop the SV2P method that predicts", "SV2P") is None  # the label modifies "method"
+    True
     """
-    match = re.match(rf"(?P<adverbs>(?:\w+ly\s+)*)(?P<verb>[a-z]+)\s+(?P<article>(?:a|an|the)\s+)?"
-                     rf"{re.escape(label)}(?![\w-])\s*(?P<rest>.*)$", tail, re.DOTALL | re.IGNORECASE)
+    match = re.match(rf"(?P<adverbs>(?:\w+ly\s+)*)(?P<verb>[a-z]+)\s+(?P<article>the\s+)?"
+                     rf"{re.escape(label)}(?![\w-])\s*(?P<rest>.*)$", tail, re.DOTALL)
     if match is None or match.group("verb") in _INVARIANT or match.group("verb") in _IRREGULAR:
         return None
+    following = re.match(r"[^\W\d_]+", match.group("rest"))
+    if following and following.group(0).lower() not in FUNCTION_WORDS:
+        return None  # the label modifies a noun ("we use the LU-KV cache to ..."): not the verb's object
     verb, rest = match.group("verb"), match.group("rest")
     if relative := re.match(r",\s+which\s+(?P<clause>.+)$", rest, re.DOTALL):
         return f"{label} {relative.group('clause')}"  # "we propose X, which introduces Y" -> "X introduces Y"
