@@ -33,7 +33,7 @@ from __future__ import annotations
 from citerag.index.backend import Searcher
 from citerag.index.tokenize import tokenize
 from citerag.service.answering.choice import choose
-from citerag.service.answering.evidence import grouped, own_work_first
+from citerag.service.answering.evidence import JUDGED_OWN_SCORE_RATIO, grouped, own_work_first
 from citerag.service.answering.prompts import DECISION_SLOT, YES_NO_GRAMMAR, judge_messages, paper_messages
 from citerag.service.answering.state import AnswerState
 from citerag.service.generator import Generator
@@ -189,5 +189,6 @@ class JudgePapers:
             state.abstain("no retrieved paper is judged to answer the question")
             return
         state.confidence = max(p for _, p in named)
-        state.evidence = grouped([own_work_first(sorted(items, key=lambda e: -e.score)) for items, _ in named])
+        state.evidence = grouped([own_work_first(sorted(items, key=lambda e: -e.score), JUDGED_OWN_SCORE_RATIO)
+                                  for items, _ in named])
         state.emit("evidence", state.evidence)

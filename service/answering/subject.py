@@ -32,6 +32,11 @@ _INTRODUCES = re.compile(
     r"(?:(?:a|an|the)\s+)?(?P<name>[^\s,(]+)(?P<long>\s*\([^)]*\))?\s*,\s+(?P<appositive>(?:a|an|the)\s+.+)$",
     re.IGNORECASE,
 )
+# "we introduce Divergence Decoding (DD), a mechanism ..." -> "Divergence Decoding (DD) is a mechanism ...".
+_INTRODUCES_LONG = re.compile(
+    r"^(?:propose|proposes|introduce|introduces|present|presents|develop|develops|design|designs)\s+"
+    r"(?:(?:a|an|the)\s+)?(?P<long>[A-Z][^,()]{2,80}?)\s+\((?P<name>[^)\s]+)\)\s*,\s+(?P<appositive>(?:a|an|the)\s+.+)$",
+)
 
 
 def third_person(verb: str) -> str:
@@ -146,6 +151,8 @@ def name_subject(sentence: str, label: str) -> str:
     'Faire (Functional alignment) is a reinforcement learning framework.'
     >>> name_subject("To address these limits, we propose GP-EquiFlow, an equivariant flow model.", "GP-EquiFlow")
     'GP-EquiFlow is an equivariant flow model.'
+    >>> name_subject("We introduce Divergence Decoding (DD), a decoding method.", "DD")
+    'Divergence Decoding (DD) is a decoding method.'
     >>> name_subject("We improve validity by introducing ReVSI, a benchmark.", "ReVSI")  # named later: the paper
     'The paper improves validity by introducing ReVSI, a benchmark.'
     >>> name_subject("At 10% memory, we keep 90% accuracy.", "LU-KV")  # a lead holding a number is kept
@@ -166,6 +173,9 @@ def name_subject(sentence: str, label: str) -> str:
         introduced = _INTRODUCES.match(tail)
         if introduced and introduced.group("name").strip("()").lower() == label.lower():
             return f"{label}{introduced.group('long') or ''} is {introduced.group('appositive')}"
+        spelled = _INTRODUCES_LONG.match(tail)
+        if spelled and spelled.group("name") == label:
+            return f"{spelled.group('long')} ({label}) is {spelled.group('appositive')}"
         if turned := passive(tail, label):
             return turned
         # "we improve X by introducing ReVSI": the label is named later, so the subject is the paper

@@ -133,3 +133,13 @@ def test_the_reserve_is_the_next_best_sentences() -> None:
     assert step.following(ranked, ranked[:2]) == ranked[2:4]  # the judge's reserve: as many, the next best
     state = _selected("What is the main cause of HIV-1 infection in children?", passages, sentences=2)
     assert len(state.reserve) == 2 and not any(item in state.evidence for item in state.reserve)
+
+
+def test_a_judged_paper_is_shown_by_its_own_work_at_a_lower_share_of_its_best() -> None:
+    from citerag.service.answering.evidence import JUDGED_OWN_SCORE_RATIO, own_work_first
+
+    [base] = select_evidence("How much memory does LU-KV keep?", [result("ml", ML)], HashEmbedder().encode, keep=1)
+    background = replace(base, text="Long contexts make every cache costly.", score=1.0)
+    own = replace(base, text="We evict cache entries by their marginal utility.", score=0.5, start=base.start + 1)
+    assert own_work_first([background, own]) is background  # 0.5 of the best: below OWN_SCORE_RATIO
+    assert own_work_first([background, own], JUDGED_OWN_SCORE_RATIO) is own
