@@ -82,6 +82,9 @@ STOCK_LEAD = (r"(?:in|with|through) (?:this|our|the present) (?:work|paper|study
 #: Any other short lead clause before a comma ("To address these limits, we ..."); none holding a digit, so "At
 #: 10% memory, we ..." keeps the lead that qualifies its number.
 CLAUSE_LEAD = r"[^,.;:\d]{1,60},\s+"
+#: A coordinating conjunction opening a sentence that continues the one before it in its abstract ("And training on
+#: ... can make ..."); an answer's sentence stands alone, so it goes.
+LEADING_CONJUNCTION = re.compile(r"^(?:and|but|yet|or)\s+(?=[a-z])", re.IGNORECASE)
 #: Openings that do not name their subject: a written sentence may not start with one.
 PRONOUN_OPENING = re.compile(
     rf"^\s*(?:{STOCK_LEAD}|{CLAUSE_LEAD})?(?:we|our|us|this|these|those|it|its|they|their|here)\b",

@@ -66,7 +66,8 @@ def _agree(rest: str) -> str:
     while i < len(words) - 1 and _ADVERB.match(words[i]):
         i += 1
     if words and words[i]:
-        words[i] = third_person(words[i])
+        core = words[i].rstrip(",;:")  # "we empirically demonstrate, for the first time, ..."
+        words[i] = third_person(core) + words[i][len(core):]
     return " ".join(words)
 
 
@@ -151,6 +152,8 @@ def name_subject(sentence: str, label: str) -> str:
     'Faire (Functional alignment) is a reinforcement learning framework.'
     >>> name_subject("To address these limits, we propose GP-EquiFlow, an equivariant flow model.", "GP-EquiFlow")
     'GP-EquiFlow is an equivariant flow model.'
+    >>> name_subject("We empirically demonstrate, for the first time, a scaling law.", "The paper")
+    'The paper empirically demonstrates, for the first time, a scaling law.'
     >>> name_subject("We introduce Divergence Decoding (DD), a decoding method.", "DD")
     'Divergence Decoding (DD) is a decoding method.'
     >>> name_subject("We improve validity by introducing ReVSI, a benchmark.", "ReVSI")  # named later: the paper

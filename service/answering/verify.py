@@ -37,6 +37,7 @@ from citerag.service.answering.evidence import Evidence
 from citerag.service.answering.language import (
     CITATION_MARKER,
     FUNCTION_WORDS,
+    LEADING_CONJUNCTION,
     META_WORDS,
     marker_numbers,
     number_values,
@@ -285,8 +286,11 @@ class Verify:
 
     @staticmethod
     def _named(statement: Statement, labels: Sequence[str | None]) -> Statement:
-        """``statement`` with its subject named when it opens with a pronoun, and its first letter capitalised."""
-        text = statement.text
+        """``statement`` without a leading conjunction ("And ..."), with its subject named when it opens with a
+        pronoun, and its first letter capitalised."""
+        text = LEADING_CONJUNCTION.sub("", statement.text)
+        if text != statement.text:
+            statement = Statement(text, statement.evidence, statement.origin)
         if opens_with_pronoun(text):
             text = name_subject(text, labels[statement.evidence[0]] or UNNAMED_SUBJECT)
             origin = "named" if statement.origin == "written" else statement.origin

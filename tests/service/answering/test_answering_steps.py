@@ -247,6 +247,12 @@ def test_a_pronoun_opening_gets_the_papers_name() -> None:
         "GP-EquiFlow is a flow model with Gaussian process priors", "GP-EquiFlow lowers error by 31%"]
 
 
+def test_a_sentence_opening_with_a_conjunction_stands_alone() -> None:
+    state = _verified("What does GP-EquiFlow do?", [result("ml2", ML2)],
+                      "And GP-EquiFlow lowers error by 31% [2].")
+    assert [s.text for s in state.statements] == ["GP-EquiFlow lowers error by 31%"]
+
+
 def test_a_papers_name_is_the_answer_to_a_question_about_one_thing() -> None:
     # "LU-KV" is the paper's coined name (its label), and the answer: the sentence adds nothing else
     question = "What KV cache eviction method is proposed for long contexts?"
