@@ -31,7 +31,8 @@ from citerag.service.answering.state import AnswerState
 
 #: (dense, bm25, coverage, rank) weights of the sentence score.
 DEFAULT_WEIGHTS: tuple[float, float, float, float] = (0.4, 0.1, 0.4, 0.1)
-#: Sentences shorter than this many words are not evidence on their own (headings, "Methods:", citations).
+#: Sentences shorter than this many words (:func:`word_count`) are not evidence on their own (headings, "Methods:",
+#: citations, links).
 MIN_WORDS = 4
 #: A sentence longer than this many characters is cut at clause boundaries into pieces of about this size, so a
 #: run-on sentence of a full paper cannot fill the prompt.
@@ -39,6 +40,8 @@ MAX_CHARS = 300
 
 Encode = Callable[[list[str]], np.ndarray]
 _DIGIT = re.compile(r"\d")
+_URL = re.compile(r"\(?(?:https?://|www\.)\S+")
+_WORD = re.compile(r"[^\W_][\w'’-]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,11 +83,21 @@ def candidate_sentences(passages: Sequence[SearchResult]) -> list[tuple[int, int
         for start, end in split_sentences(text):
             for piece_start, piece_end in _pieces(text, start, end):
                 key = (result.document.doc_id, offset + piece_start, offset + piece_end)
-                if key in seen or len(text[piece_start:piece_end].split()) < MIN_WORDS:
+                if key in seen or word_count(text[piece_start:piece_end]) < MIN_WORDS:
                     continue
                 seen.add(key)
                 out.append((n, key[1], key[2]))
     return out
+
+
+def word_count(text: str) -> int:
+    """The words of ``text`` (runs of letters or digits), web addresses and lone symbols left out: a Markdown link
+    ("[Project page & code](https://...)") or a bare address is not a sentence.
+
+    >>> word_count("[Project page & code](https://example.org/v1/)"), word_count("We use 5 GPUs.")
+    (3, 4)
+    """
+    return len(_WORD.findall(_URL.sub(" ", text)))
 
 
 def _pieces(text: str, start: int, end: int) -> list[tuple[int, int]]:
