@@ -52,12 +52,11 @@ class Compose:
             or state.info.kind == "which_papers"
         for statement in state.statements:
             text = statement.text.rstrip(" .;:,")
-            doc_id = evidence[statement.evidence[0]].doc_id
-            label = paper_label(evidence[statement.evidence[0]].result.document)
-            if several and label and doc_id not in named_docs \
-                    and not names_paper(text, evidence[statement.evidence[0]].result.document):
+            document = evidence[statement.evidence[0]].result.document
+            label = paper_label(document)
+            if several and label and document.doc_id not in named_docs and not names_paper(text, document):
                 text = f"{label}: {text}"
-            named_docs.add(doc_id)
+            named_docs.add(document.doc_id)
             numbers = list(dict.fromkeys(evidence[i].n for i in statement.evidence))
             markers = "".join(f"[{n}]" for n in numbers)
             parts.append(f"{text} {markers}.")

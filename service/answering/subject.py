@@ -129,7 +129,7 @@ def passive(tail: str, label: str) -> str | None:
     if rest[:1] in tuple(",;:"):
         return None  # "we train XR-1, then tune it": the verb's other clause needs the subject
     be = "was" if verb.endswith("ed") else "is"
-    subject = f"The {label}" if (match.group("article") or "").lower().startswith("the") else label
+    subject = f"The {label}" if match.group("article") else label
     return f"{subject} {be} {match.group('adverbs')}{participle(verb)} {rest}".rstrip()
 
 
