@@ -26,17 +26,15 @@ _LEAD = re.compile(
     rf"|{CLAUSE_LEAD}(?=(?:we|our|this|these|it|its|they|their)\b))",
     re.IGNORECASE,
 )
+# The verb that introduces a coined name, and its article, at the start of what follows "We".
+_INTRODUCING = (r"^(?:propose|proposes|introduce|introduces|present|presents|develop|develops|design|designs)\s+"
+                r"(?:(?:a|an|the)\s+)?")
+# An appositive after the name: ", a family of ...".
+_APPOSITIVE = r"\s*,\s+(?P<appositive>(?:a|an|the)\s+.+)$"
 # "we present EDEN, a family of ..." -> the coined name and its appositive: "EDEN is a family of ...".
-_INTRODUCES = re.compile(
-    r"^(?:propose|proposes|introduce|introduces|present|presents|develop|develops|design|designs)\s+"
-    r"(?:(?:a|an|the)\s+)?(?P<name>[^\s,(]+)(?P<long>\s*\([^)]*\))?\s*,\s+(?P<appositive>(?:a|an|the)\s+.+)$",
-    re.IGNORECASE,
-)
+_INTRODUCES = re.compile(rf"{_INTRODUCING}(?P<name>[^\s,(]+)(?P<long>\s*\([^)]*\))?{_APPOSITIVE}", re.IGNORECASE)
 # "we introduce Divergence Decoding (DD), a mechanism ..." -> "Divergence Decoding (DD) is a mechanism ...".
-_INTRODUCES_LONG = re.compile(
-    r"^(?:propose|proposes|introduce|introduces|present|presents|develop|develops|design|designs)\s+"
-    r"(?:(?:a|an|the)\s+)?(?P<long>[A-Z][^,()]{2,80}?)\s+\((?P<name>[^)\s]+)\)\s*,\s+(?P<appositive>(?:a|an|the)\s+.+)$",
-)
+_INTRODUCES_LONG = re.compile(rf"{_INTRODUCING}(?P<long>[A-Z][^,()]{{2,80}}?)\s+\((?P<name>[^)\s]+)\){_APPOSITIVE}")
 
 
 def third_person(verb: str) -> str:

@@ -288,13 +288,10 @@ class Verify:
     def _named(statement: Statement, labels: Sequence[str | None]) -> Statement:
         """``statement`` without a leading conjunction ("And ..."), with its subject named when it opens with a
         pronoun, and its first letter capitalised."""
-        text = LEADING_CONJUNCTION.sub("", statement.text)
-        if text != statement.text:
-            statement = Statement(text, statement.evidence, statement.origin)
+        text, origin = LEADING_CONJUNCTION.sub("", statement.text), statement.origin
         if opens_with_pronoun(text):
             text = name_subject(text, labels[statement.evidence[0]] or UNNAMED_SUBJECT)
-            origin = "named" if statement.origin == "written" else statement.origin
-            statement = Statement(text, statement.evidence, origin)
+            origin = "named" if origin == "written" else origin
         if text[:1].islower() and text.split(" ", 1)[0].islower():  # not a name such as "mSGD"
-            statement = Statement(text[:1].upper() + text[1:], statement.evidence, statement.origin)
-        return statement
+            text = text[:1].upper() + text[1:]
+        return Statement(text, statement.evidence, origin)
