@@ -211,14 +211,19 @@ def _streamed(events: Iterator[StreamEvent]) -> AskResponse:
     """Print a question's stream as it comes (the evidence, readable and dim, numbered by passage; then the answer's
     text as it is written, dim: the checked answer follows) and return the checked answer. Stopping (Ctrl-C)
     closes the stream, which stops the model at its next token."""
+    written = False  # answer text printed since the last evidence
     try:
         for event in events:
             if event.kind == "evidence":
+                if written:
+                    console.print("\n")
+                    written = False
                 for e in event.data:  # type: ignore[union-attr]
                     console.print(f"[{e.n}] {e.display.text}", style="dim", markup=False, highlight=False)
                 console.print()
             elif event.kind == "token":
                 console.print(event.data, end="", style="dim", markup=False, highlight=False)
+                written = True
             elif event.kind == "answer":
                 return event.data  # type: ignore[return-value]
     finally:

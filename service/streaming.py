@@ -9,7 +9,8 @@ each candidate paper of a which-papers question was judged), then one ``token`` 
 the model writes it (citation markers already the passages' ``[n]``), then ``answer`` (the full
 :class:`~citerag.service.schemas.AskResponse` after every sentence was checked against its evidence; its
 ``answer`` replaces the streamed text) -- or ``error``. An abstention decided before writing streams no
-``token``, nor does a which-papers answer made of the named papers' own sentences. When the client disconnects
+``token``; a which-papers answer made of the named papers' own sentences streams each paper's sentence as soon as
+that paper is named, then the ``evidence`` of the named papers. When the client disconnects
 the generator is closed and generation stops at the next token.
 
 FastAPI streams SSE itself only from a generator endpoint (``response_class=EventSourceResponse`` and ``yield``),

@@ -12,10 +12,12 @@ Sequential Monte Carlo) is ...": :func:`~citerag.service.answering.names.long_fo
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from citerag.index.text import fold
+from citerag.service.answering.evidence import Evidence
 from citerag.service.answering.names import long_form, names_paper, paper_label
-from citerag.service.answering.state import AnswerState, Citation
+from citerag.service.answering.state import AnswerState, Citation, Statement
 from citerag.service.answering.write import first_word_decision
 
 
@@ -37,6 +39,24 @@ def spelled_out(text: str, names: list[str], sources: list[str]) -> str:
     return text
 
 
+def statement_text(statement: Statement, evidence: Sequence[Evidence], labelled: bool) -> str:
+    """``statement`` as the answer writes it: its text, the markers of the passages holding its evidence
+    (``[n]``, each once) and a full stop; ``labelled``: its paper's label before it (``"LU-KV: ..."``) when the text
+    does not name the paper (an answer about several papers, the paper's first sentence).
+
+    Args:
+        statement: a checked statement; ``statement.evidence`` indexes ``evidence``.
+        evidence: the evidence the statement rests on.
+    """
+    text = statement.text.rstrip(" .;:,")
+    document = evidence[statement.evidence[0]].result.document
+    label = paper_label(document)
+    if labelled and label and not names_paper(text, document):
+        text = f"{label}: {text}"
+    markers = "".join(f"[{n}]" for n in dict.fromkeys(evidence[i].n for i in statement.evidence))
+    return f"{text} {markers}."
+
+
 class Compose:
     """Compose ``state.answer`` and ``state.citations`` from ``state.statements`` (module docstring)."""
 
@@ -51,15 +71,9 @@ class Compose:
         several = len({evidence[i].doc_id for s in state.statements for i in s.evidence}) > 1 \
             or state.info.kind == "which_papers"
         for statement in state.statements:
-            text = statement.text.rstrip(" .;:,")
-            document = evidence[statement.evidence[0]].result.document
-            label = paper_label(document)
-            if several and label and document.doc_id not in named_docs and not names_paper(text, document):
-                text = f"{label}: {text}"
-            named_docs.add(document.doc_id)
-            numbers = list(dict.fromkeys(evidence[i].n for i in statement.evidence))
-            markers = "".join(f"[{n}]" for n in numbers)
-            parts.append(f"{text} {markers}.")
+            doc_id = evidence[statement.evidence[0]].doc_id
+            parts.append(statement_text(statement, evidence, several and doc_id not in named_docs))
+            named_docs.add(doc_id)
             for i in statement.evidence:
                 item = evidence[i]
                 citations.setdefault((item.n, item.start, item.end), Citation(item.n, item.result, item.start, item.end))

@@ -33,9 +33,11 @@ from __future__ import annotations
 from citerag.index.backend import Searcher
 from citerag.index.tokenize import tokenize
 from citerag.service.answering.choice import choose
-from citerag.service.answering.evidence import JUDGED_OWN_SCORE_RATIO, grouped, own_work_first
+from citerag.service.answering.compose import statement_text
+from citerag.service.answering.evidence import JUDGED_OWN_SCORE_RATIO, Evidence, grouped, own_work_first
 from citerag.service.answering.prompts import DECISION_SLOT, YES_NO_GRAMMAR, judge_messages, paper_messages
 from citerag.service.answering.state import AnswerState
+from citerag.service.answering.verify import paper_statement
 from citerag.service.generator import Generator
 
 #: Below this probability that the evidence answers, the service abstains (chosen on three dev sets at once, each
@@ -153,7 +155,9 @@ class JudgePapers:
     ``P(yes)``. A paper is named when ``ratio * P(yes) >= min_score``, ``ratio`` being its best sentence's share of
     the best sentence's score: retrieval's say and the model's together. The evidence becomes each named paper's
     best sentence about its own work (emitted again); the answer is those sentences, each paper named
-    (``state.papers_judged``: no single judgement, no writing). None named: the service abstains.
+    (``state.papers_judged``: no single judgement, no writing); each is streamed (``"token"``), as compose will
+    write it, as soon as its paper is named, so the first paper shows while the others are judged. None named: the
+    service abstains.
 
     Args:
         generator: the loaded chat model.
@@ -175,20 +179,24 @@ class JudgePapers:
         for item in state.evidence:
             by_doc.setdefault(item.doc_id, []).append(item)
         best = max(item.score for item in state.evidence)
-        named = []
+        named: list[tuple[Evidence, float]] = []  # each named paper's sentence, and P(yes)
         for items in by_doc.values():
             choice = choose(self.generator, paper_messages(polar, items), YES_NO_GRAMMAR, ["yes", "no"], pin=False,
                             slot=DECISION_SLOT, fixed=1)
             state.add_model_time(choice.completion.prompt_ms, choice.completion.generate_ms, 1)
             p_yes = choice.probabilities["yes"]
             if max(item.score for item in items) / best * p_yes >= self.min_score:
-                named.append((items, p_yes))
+                shown = own_work_first(sorted(items, key=lambda e: -e.score), JUDGED_OWN_SCORE_RATIO)
+                named.append((shown, p_yes))
+                # the answer's sentence for this paper, as compose will write it, streamed as soon as it is known
+                text = statement_text(paper_statement(shown), [shown], labelled=True)
+                if state.emit("token", f" {text}" if len(named) > 1 else text):
+                    break
         self.generator.pin(paper_messages(polar, []), slot=DECISION_SLOT, fixed=1)
         state.papers_judged = True
         if not named:
             state.abstain("no retrieved paper is judged to answer the question")
             return
         state.confidence = max(p for _, p in named)
-        state.evidence = grouped([own_work_first(sorted(items, key=lambda e: -e.score), JUDGED_OWN_SCORE_RATIO)
-                                  for items, _ in named])
+        state.evidence = grouped([shown for shown, _ in named])
         state.emit("evidence", state.evidence)

@@ -235,17 +235,17 @@ class Verify:
             statements = self._each_paper(statements, state, texts)
         elif not statements and evidence:
             best = closest[0] if closest else max(range(len(evidence)), key=lambda i: evidence[i].score)
-            statements.append(Statement(texts[best].rstrip(".!?;:, "), (best,), "extract"))
+            statements.append(extract(texts, best))
         if state.info.counted and not any(_counts(s.text, state.info.counted) for s in statements):
             # "How many rollouts ...?" is answered by a number of rollouts: the best evidence sentence stating one
             stating = next((i for i in sorted(range(len(evidence)), key=lambda i: -evidence[i].score)
                             if _counts(texts[i], state.info.counted)), None)
             if stating is not None:
-                statements = [Statement(texts[stating].rstrip(".!?;:, "), (stating,), "extract")]
+                statements = [extract(texts, stating)]
         if state.info.amount and statements and not any(states_number(s.text) for s in statements):
             state.abstain("the question asks for an amount, and the evidence states none for it")
             return
-        named = [self._named(s, labels) for s in statements]
+        named = [named_subject(s, labels) for s in statements]
         # an answer about several papers: one sentence a paper, as many as the evidence
         state.statements = list({s.text: s for s in named}.values())[: None if several else self.max_sentences]
 
@@ -280,18 +280,35 @@ class Verify:
         if not statements and (not wanted or state.papers_judged):  # nothing kept: every paper's best
             wanted = list(firsts)
         covered = {evidence[i].doc_id for s in statements for i in s.evidence}
-        extracts = [Statement(texts[firsts[d]].rstrip(".!?;:, "), (firsts[d],), "extract")
-                    for d in wanted if d not in covered]
+        extracts = [extract(texts, firsts[d]) for d in wanted if d not in covered]
         return [*statements, *extracts]
 
-    @staticmethod
-    def _named(statement: Statement, labels: Sequence[str | None]) -> Statement:
-        """``statement`` without a leading conjunction ("And ..."), with its subject named when it opens with a
-        pronoun, and its first letter capitalised."""
-        text, origin = LEADING_CONJUNCTION.sub("", statement.text), statement.origin
-        if opens_with_pronoun(text):
-            text = name_subject(text, labels[statement.evidence[0]] or UNNAMED_SUBJECT)
-            origin = "named" if origin == "written" else origin
-        if text[:1].islower() and text.split(" ", 1)[0].islower():  # not a name such as "mSGD"
-            text = text[:1].upper() + text[1:]
-        return Statement(text, statement.evidence, origin)
+
+def extract(texts: Sequence[str], index: int) -> Statement:
+    """Evidence sentence ``texts[index]`` (readable) as a statement of its own (``origin="extract"``), without its
+    final punctuation (compose adds the markers and the full stop)."""
+    return Statement(texts[index].rstrip(".!?;:, "), (index,), "extract")
+
+
+def named_subject(statement: Statement, labels: Sequence[str | None]) -> Statement:
+    """``statement`` without a leading conjunction ("And ..."), with its subject named when it opens with a pronoun
+    (``labels[i]``: the label of evidence sentence ``i``'s paper; :data:`UNNAMED_SUBJECT` when it has none), and its
+    first letter capitalised.
+
+    >>> named_subject(Statement("We introduce GP-EquiFlow, a flow model", (0,)), ["GP-EquiFlow"]).text
+    'GP-EquiFlow is a flow model'
+    """
+    text, origin = LEADING_CONJUNCTION.sub("", statement.text), statement.origin
+    if opens_with_pronoun(text):
+        text = name_subject(text, labels[statement.evidence[0]] or UNNAMED_SUBJECT)
+        origin = "named" if origin == "written" else origin
+    if text[:1].islower() and text.split(" ", 1)[0].islower():  # not a name such as "mSGD"
+        text = text[:1].upper() + text[1:]
+    return Statement(text, statement.evidence, origin)
+
+
+def paper_statement(item: Evidence) -> Statement:
+    """What an answer about several papers says of a paper no written sentence rests on: its evidence sentence
+    ``item`` (readable), its subject named (:func:`named_subject`); its evidence index is 0 (``[item]``). A judged
+    which-papers answer is these statements, one a named paper (:class:`Verify` with nothing written)."""
+    return named_subject(extract([readable(item.text)], 0), [paper_label(item.result.document)])

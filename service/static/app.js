@@ -349,7 +349,7 @@ async function ask(question, mode, k) {
         if (mode === "hybrid") renderSources(data.passages, mode);
         setState("streaming", "Choosing the evidence…");
       } else if (event === "evidence") {
-        draft = el("p", null, "draft");
+        draft = draft || el("p", null, "draft"); // sent again (second look, papers named): the text so far stays
         answer.replaceChildren(draft, ...evidenceNodes(data.evidence));
         setState("streaming", "Writing the answer…");
       } else if (event === "token") {

@@ -133,9 +133,17 @@ def test_a_yes_no_answer_opens_with_its_decision_and_says_why(shipped) -> None:
 
 
 def test_a_which_papers_answer_names_each_paper(shipped) -> None:
-    answer = shipped.ask("Which papers use Sequential Monte Carlo, and for what?")
+    events: list[tuple[str, object]] = []
+    answer = shipped.ask("Which papers use Sequential Monte Carlo, and for what?",
+                         on_event=lambda kind, payload: events.append((kind, payload)))
     _checked(answer, "which_papers", ["ASMC"], {ASMC})
     assert len({c.result.document.doc_id for c in answer.citations}) >= 2, answer.answer
+    # each named paper's sentence streams as soon as it is named, before the evidence that lists them; together
+    # they read as the checked answer
+    tokens = [payload for kind, payload in events if kind == "token"]
+    assert len(tokens) == len({c.result.document.doc_id for c in answer.citations})
+    assert "".join(tokens) == answer.answer
+    assert [kind for kind, _ in events][-1] == "evidence"
 
 
 def test_a_comparison_names_both_sides(shipped) -> None:

@@ -436,13 +436,14 @@ def test_each_candidate_paper_of_a_which_papers_question_is_judged_and_named_one
     # the model says yes for the paper whose evidence names GP-EquiFlow only
     generator = FixedGenerator(judge=lambda messages: 0.9 if "GP-EquiFlow" in messages[-1]["content"] else 0.05)
     events = []
-    state.on_event = lambda kind, payload: events.append(kind)
+    state.on_event = lambda kind, payload: events.append((kind, payload))
     JudgePapers(generator).run(state)
     asked = [c["messages"] for c in generator.calls]
     assert len(asked) == len(candidates)  # one judgement a paper
     assert all(m[0]["content"] == DECISION_SYSTEM and "Question: Does the paper propose a method with a lower error "
                "or less memory?" in m[-1]["content"] for m in asked)
-    assert [e.doc_id for e in state.evidence] == ["ml2"] and events == ["evidence"] and state.papers_judged
+    assert [e.doc_id for e in state.evidence] == ["ml2"] and state.papers_judged
+    assert [kind for kind, _ in events] == ["token", "evidence"]  # the named paper's sentence, as soon as named
     assert state.evidence[0].text == "We introduce GP-EquiFlow, a flow model with Gaussian process priors."
     Judge(generator).run(state)
     Write(generator).run(state)
@@ -450,7 +451,36 @@ def test_each_candidate_paper_of_a_which_papers_question_is_judged_and_named_one
     Verify().run(state)
     Compose().run(state)
     assert state.answer.startswith("GP-EquiFlow is a flow model with Gaussian process priors [2].")
+    assert events[0][1] == state.answer  # what was streamed is the checked answer
     nobody = AnswerState(question=question, info=analyse(question), passages=[result("covid", COVID)])
     SelectEvidence(HashEmbedder().encode, judged_papers=True).run(nobody)
     JudgePapers(FixedGenerator(judge=0.1)).run(nobody)
     assert nobody.abstained and "no retrieved paper" in nobody.reason
+
+
+def test_each_named_paper_is_streamed_as_soon_as_named_and_the_stream_reads_as_the_checked_answer() -> None:
+    from citerag.service.answering.judge import JudgePapers
+
+    question = "Which papers propose a method with a lower error or less memory?"
+    state = AnswerState(question=question, info=analyse(question),
+                        passages=[result("ml", ML), result("ml2", ML2, rank=2), result("covid", COVID, rank=3)])
+    SelectEvidence(HashEmbedder().encode, judged_papers=True).run(state)
+    events: list[tuple[str, object, int]] = []
+    generator = FixedGenerator(judge=lambda messages: 0.05 if "HIV-1" in messages[-1]["content"] else 0.9)
+    state.on_event = lambda kind, payload: events.append((kind, payload, len(generator.calls)))
+    JudgePapers(generator).run(state)
+    tokens = [(text, calls) for kind, text, calls in events if kind == "token"]
+    assert [e.doc_id for e in state.evidence] == ["ml", "ml2"]
+    # one piece a named paper, each sent right after that paper's judgement (not after the last one's)
+    assert [calls for _, calls in tokens] == [1, 2] and [kind for kind, *_ in events][-1] == "evidence"
+    Verify().run(state)
+    Compose().run(state)
+    assert "".join(text for text, _ in tokens) == state.answer
+    assert state.answer == ("LU-KV is a KV cache eviction method [1]. "
+                            "GP-EquiFlow is a flow model with Gaussian process priors [2].")
+    stopped = AnswerState(question=question, info=analyse(question),
+                          passages=[result("ml", ML), result("ml2", ML2, rank=2)])
+    SelectEvidence(HashEmbedder().encode, judged_papers=True).run(stopped)
+    stopped.on_event = lambda kind, payload: kind == "token"  # the listener stops at the first piece
+    JudgePapers(FixedGenerator(judge=0.9)).run(stopped)
+    assert stopped.stopped and [e.doc_id for e in stopped.evidence] == ["ml"]
