@@ -256,7 +256,8 @@ class Generator:
         """Run one greedy (temperature 0) chat completion.
 
         Args:
-            messages: OpenAI-style ``[{"role": ..., "content": ...}]``.
+            messages: OpenAI-style ``[{"role": ..., "content": ...}]``; a final ``assistant`` message is continued
+                (llama.cpp's assistant prefill): the completion's text is what follows it, streamed or not.
             max_tokens: generation limit (tokens).
             on_delta: called with each new piece of text as it is generated; return ``True`` to stop early.
             grammar: a llama.cpp GBNF grammar the output must match (``root ::= "yes" | "no"``).
@@ -294,7 +295,10 @@ class Generator:
                     if "error" in response:
                         raise RuntimeError(f"generation failed: {response['error']}")
                     choice = response["choices"][0]
-                    completion = _completion(choice["message"]["content"] or "", choice["finish_reason"], response)
+                    text = choice["message"]["content"] or ""
+                    prefill = messages[-1]["content"] if messages[-1]["role"] == "assistant" else ""
+                    text = text[len(prefill):] if prefill and text.startswith(prefill) else text
+                    completion = _completion(text, choice["finish_reason"], response)
                     if top_logprobs:
                         completion = replace(completion, top_logprobs=_top_logprobs(choice))
                     return completion

@@ -18,7 +18,9 @@ model wrote, itself (``origin="extract"``; the best-scored evidence sentence whe
 ``fallback="abstain"``, the service abstains. An answer about several papers (which papers, a comparison) covers
 each: a paper the question names that no kept sentence rests on gets its own evidence sentence, and so does every
 paper of the evidence when nothing was kept. An answer to a question that asks for an amount ("How many ...?",
-"What accuracy ...?") that states no number is no answer: the service abstains; an answer to a counting question
+"What accuracy ...?") that states no number is no answer: the service abstains, and so it does when the model's
+number is in no evidence sentence and the sentence that would replace it shares none of its names (another paper's
+figure: :meth:`Verify._invented`); an answer to a counting question
 ("How many rollouts ...?") that states no number of what it counts is the best evidence sentence that does. A
 sentence that opens with a pronoun ("We ...", "This ...") gets its paper's label as its subject
 (:func:`~citerag.service.answering.subject.name_subject`); an unfinished last sentence (the token limit) is dropped.
@@ -220,16 +222,23 @@ class Verify:
         context = _Context(readable(state.info.text), texts, labels, yes_no, not (yes_no or several))
         statements: list[Statement] = []
         closest: list[int] = []  # for each sentence that failed, the evidence sentence most like it
+        failed: list[str] = []
         for body, cited in written_sentences(state.written, state.truncated):
             indexes = [i - 1 for i in dict.fromkeys(cited) if 1 <= i <= len(evidence)]
             support = self._supporting(body, indexes, context, evidence)
             if support is None:
                 closest.append(max(range(len(evidence)), key=lambda i: (check(body, [texts[i]]).coverage,
                                                                         evidence[i].score)))
+                failed.append(body)
                 continue
             statements.append(Statement(body, support))
         if not statements and self.fallback == "abstain":
             state.abstain("no sentence the model wrote is supported by the evidence it cites")
+            return
+        if not statements and failed and state.info.amount and (invented := self._invented(failed[0], context,
+                                                                                           texts[closest[0]])):
+            state.abstain(f"the question asks for an amount; the one written ({', '.join(invented)}) is not in the "
+                          "evidence, and no evidence sentence about the same thing states one")
             return
         if several:
             statements = self._each_paper(statements, state, texts)
@@ -267,6 +276,17 @@ class Verify:
             if len(group) > 1 and result.supported(self.min_support):
                 candidates.append((result.coverage - 0.01, group))  # one sentence is the tighter citation
         return max(candidates)[1] if candidates else None
+
+    @staticmethod
+    def _invented(body: str, context: _Context, closest: str) -> tuple[str, ...]:
+        """The numbers ``body`` states that no evidence sentence does, when the evidence sentence most like it
+        (``closest``, what would replace it) shares none of the names it uses: the model gave an amount the
+        evidence lacks, and the replacement would be about something else ("PolyNeXt reaches 79.8% on ImageNet"
+        replaced by another paper's accuracy). ``()`` otherwise."""
+        names = {name.lower() for name in names_in(body)}
+        if not names or names & {name.lower() for name in names_in(closest)}:
+            return ()
+        return context.check(body, range(len(context.texts))).missing_numbers
 
     @staticmethod
     def _each_paper(statements: list[Statement], state: AnswerState, texts: Sequence[str]) -> list[Statement]:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+import regex
+
 from citerag.service.answering.choice import choose
 from citerag.service.answering.evidence import Evidence
 from citerag.service.answering.language import DENIAL
@@ -38,10 +40,10 @@ MAX_ANSWER_TOKENS = 120
 DECISIONS = ("yes", "no", "maybe")
 _FIRST_WORD = re.compile(r"^\W*(\w+)")
 # The request's echo at a conclusion's start, after any decision word: "the abstract('s results) conclude(s) that".
-_ECHO = re.compile(
+_ECHO = regex.compile(  # regex: partial matches (EchoCut)
     r"^((?:yes|no|maybe)\b[,.]?\s*)?(?:the |this )?(?:abstract|evidence|study|paper)(?:'s (?:results|findings))?\s+"
     r"(?:conclude|show|suggest|indicate|state|find)s?\s+that\s+",
-    re.IGNORECASE,
+    regex.IGNORECASE,
 )
 
 
@@ -111,7 +113,7 @@ def first_word_decision(text: str) -> str | None:
     return word if word in DECISIONS else None
 
 
-#: Characters a yes/no conclusion's stream holds back before sending (the echo is at most ~55 characters).
+#: The most characters a yes/no conclusion's stream holds back while they may be the echo (which is at most ~55).
 ECHO_HOLD = 72
 
 
@@ -132,9 +134,9 @@ def without_echo(text: str) -> str:
 
 
 class EchoCut:
-    """A stream filter: holds the first :data:`ECHO_HOLD` characters, sends them without the request's echo
-    (:func:`without_echo`), then passes the rest through, so the reader never sees "The abstract's results
-    conclude that ...".
+    """A stream filter: holds the conclusion's first characters while they may be the request's echo, sends them
+    without it (:func:`without_echo`), then passes the rest through, so the reader never sees "The abstract's
+    results conclude that ...".
 
     Args:
         emit: receives each piece; returns True to stop.
@@ -145,11 +147,15 @@ class EchoCut:
         self.held: str | None = ""
 
     def feed(self, piece: str) -> bool:
-        """Take the next piece; True once the listener asked to stop."""
+        """Take the next piece; True once the listener asked to stop. What is held is sent as soon as it cannot
+        become the echo (``"Manual r..."``: at once), once the echo is complete and a character follows it, or at
+        :data:`ECHO_HOLD` characters."""
         if self.held is None:
             return bool(self.emit(piece))
         self.held += piece
-        return len(self.held) >= ECHO_HOLD and self.flush()
+        echo = _ECHO.match(self.held, partial=True)  # None: no continuation of what is held is the echo
+        decided = echo is None or (not echo.partial and echo.end() < len(self.held))
+        return (decided or len(self.held) >= ECHO_HOLD) and self.flush()
 
     def flush(self) -> bool:
         """Send what is held (at the end of the text)."""

@@ -13,6 +13,8 @@ from citerag.service.answering.prompts import (
     DECISION_SYSTEM,
     FIXED_MESSAGES,
     JUDGE_QUESTION,
+    YES_PREFILL,
+    fixed_messages,
     judge_messages,
     writer_messages,
 )
@@ -37,8 +39,12 @@ def test_the_writer_prompt_extends_the_judge_prompt() -> None:
     state = _state("How much memory does LU-KV keep?", [result("ml", ML), result("covid", COVID, rank=2)])
     writer, judge = writer_messages(state.info, state.evidence), judge_messages(state.info, state.evidence)
     assert len(judge) == FIXED_MESSAGES + 1 and writer[: len(judge)] == judge  # after the judge, few new tokens
-    assert judge[-1]["content"].endswith(JUDGE_QUESTION)
-    assert [m["content"] for m in writer[len(judge):]] == ["yes", "Write the answer. Answer in one sentence with the number and its unit."]
+    assert judge[-1]["content"].endswith(f"{JUDGE_QUESTION} If yes, answer in one sentence with the number and its unit.")
+    # the model's turn, begun as its judgement: llama.cpp continues it, so only these tokens are new
+    assert writer[len(judge):] == [{"role": "assistant", "content": YES_PREFILL}]
+    assert fixed_messages()[-1]["content"].startswith(YES_PREFILL)  # as the worked example answered
+    yes_no = _state("Does LU-KV keep 10% memory?", [result("ml", ML)])
+    assert judge_messages(yes_no.info, yes_no.evidence)[-1]["content"].endswith(JUDGE_QUESTION)  # no answer after
     assert "Paper: LU-KV\n[1] " in judge[-1]["content"]  # grouped under the paper's coined name
     assert "10%" in judge[-1]["content"] and "4×" in judge[-1]["content"]  # readable math, not 10\\% or $4\\times$
     assert "LU-KV" not in " ".join(m["content"] for m in judge[:FIXED_MESSAGES])  # the examples are invented
@@ -168,6 +174,31 @@ def test_a_conclusion_loses_the_echo_of_its_request() -> None:
     assert state.written == "Tailored print had no effect."
 
 
+def test_a_conclusion_streams_as_soon_as_it_cannot_be_the_echo() -> None:
+    from citerag.service.answering.write import EchoCut
+
+    def sent_after(pieces: list[str]) -> tuple[list[int], str]:
+        """The pieces after which something was sent, and all that was sent."""
+        shown: list[str] = []
+        cut = EchoCut(shown.append)
+        after = []
+        for i, piece in enumerate(pieces):
+            before = len(shown)
+            cut.feed(piece)
+            if len(shown) > before:
+                after.append(i)
+        cut.flush()
+        return after, "".join(shown)
+
+    # not the echo: sent at the first piece that rules it out (the second: "The" may open "The abstract ...")
+    assert sent_after(["The", " defense", " does", " not", " need", " it."]) == ([1, 2, 3, 4, 5],
+                                                                            "The defense does not need it.")
+    assert sent_after(["Manual", " resuscitators", " fail."]) == ([0, 1, 2], "Manual resuscitators fail.")
+    # the echo: held until its end and a character after it, then cut
+    pieces = ["No", ",", " the", " abstract", "'s", " results", " conclude", " that", " tailored", " print", "."]
+    assert sent_after(pieces) == ([8, 9, 10], "No, tailored print.")
+
+
 def test_the_writer_streams_and_a_yes_no_decision_follows_the_answer() -> None:
     state = _state("Does telephone counseling increase mammography use?", [result("pubmed", PUBMED)])
     tokens: list[str] = []
@@ -231,6 +262,17 @@ def test_an_altered_number_is_never_stated() -> None:
     [statement] = state.statements
     assert statement.origin == "extract" and "15%" not in statement.text  # the evidence's own sentence instead
     assert "10%" in statement.text
+
+
+def test_an_amount_the_evidence_lacks_is_not_replaced_by_another_papers_number() -> None:
+    # the model gives PolyNeXt an accuracy no evidence sentence states; the closest sentence is another paper's
+    state = _verified("What top-1 accuracy does PolyNeXt reach on ImageNet?", [result("ml", ML)],
+                      "PolyNeXt reaches a top-1 accuracy of 79.8% on ImageNet [2].")
+    assert state.abstained and "(79.8) is not in the evidence" in state.reason
+    # the evidence's own sentence about the same thing (LU-KV) still replaces an altered number
+    kept = _verified("How much memory does LU-KV keep at 90% accuracy?", [result("ml", ML)],
+                     "LU-KV keeps 90% accuracy at 15% memory [2].")
+    assert not kept.abstained and kept.statements[0].origin == "extract"
 
 
 def test_a_sentence_naming_what_the_evidence_does_not_is_dropped() -> None:
