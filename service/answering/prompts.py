@@ -17,7 +17,8 @@ after the first question. Then:
 * a yes/no question is a conversation of its own, in its own llama.cpp slot (:data:`DECISION_SLOT`), with its own
   short system prompt (:data:`DECISION_SYSTEM`) and no worked examples: the conclusion (:func:`conclusion_messages`,
   what the evidence concludes about the question, in one sentence of the model's own), then the decision
-  (:func:`decision_messages`), one word under :data:`DECISION_GRAMMAR`, after that conclusion. Inside the
+  (:func:`decision_messages`), one word under :data:`DECISION_GRAMMAR`, continuing the model's own turn after that
+  conclusion (:data:`DECISION_LEAD`). Inside the
   examples' conversation the decision was degenerate: "yes" to all 17 yes/no questions of the ML and shipped dev
   sets (the examples' "yes" turns pull it), against 13 of 17 right in this form (``eval/results/qa.md``).
 
@@ -56,7 +57,8 @@ ANSWER_SLOT, DECISION_SLOT, SLOTS = 0, 1, 2
 JUDGE_QUESTION = "Do the evidence sentences answer the question? Reply yes or no."
 #: The model's turn as the writer begins it (the judge's "yes"); the answer follows on the next line.
 YES_PREFILL = "yes\n"
-DECISION_QUESTION = "So is the answer to the question yes, no, or maybe? Reply with one word."
+#: What the yes/no conversation's decision continues the model's conclusion with (its own turn, prefilled).
+DECISION_LEAD = "So the answer to the question, yes, no or maybe, is:"
 #: The judge's and the decision's output grammars (llama.cpp GBNF).
 YES_NO_GRAMMAR = 'root ::= "yes" | "no"'
 DECISION_GRAMMAR = 'root ::= "yes" | "no" | "maybe"'
@@ -153,6 +155,7 @@ def conclusion_messages(info: QuestionInfo, evidence: Sequence[Evidence]) -> lis
 
 
 def decision_messages(conclusion: list[dict[str, str]], written: str) -> list[dict[str, str]]:
-    """The ``conclusion`` messages (:func:`conclusion_messages`) with the model's ``written`` conclusion as its turn,
-    then :data:`DECISION_QUESTION` (one word under :data:`DECISION_GRAMMAR`)."""
-    return [*conclusion, {"role": "assistant", "content": written}, {"role": "user", "content": DECISION_QUESTION}]
+    """The ``conclusion`` messages (:func:`conclusion_messages`) with the model's turn begun as its ``written``
+    conclusion and :data:`DECISION_LEAD` on the next line (llama.cpp continues it: one word under
+    :data:`DECISION_GRAMMAR`; only the lead's ~12 tokens are new, against ~28 for a user turn asking)."""
+    return [*conclusion, {"role": "assistant", "content": f"{written.rstrip()}\n{DECISION_LEAD}"}]

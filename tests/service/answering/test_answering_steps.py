@@ -9,6 +9,7 @@ from citerag.service.answering.compose import Compose
 from citerag.service.answering.evidence import SelectEvidence
 from citerag.service.answering.judge import Judge
 from citerag.service.answering.prompts import (
+    DECISION_LEAD,
     DECISION_SLOT,
     DECISION_SYSTEM,
     FIXED_MESSAGES,
@@ -209,7 +210,9 @@ def test_the_writer_streams_and_a_yes_no_decision_follows_the_answer() -> None:
     assert state.decision == "yes" and "".join(tokens) == state.written
     assert [c["grammar"] is None for c in generator.calls] == [True, False]  # written, then decided
     assert generator.calls[0]["pin"] is False and generator.calls[1]["pin"] is True
-    assert generator.calls[1]["messages"][-2]["content"] == generator.written  # its answer is the draft
+    # the decision continues the model's own turn: its conclusion, then the lead to one word
+    assert generator.calls[1]["messages"][-1] == {"role": "assistant",
+                                                  "content": f"{generator.written}\n{DECISION_LEAD}"}
     # its own conversation: the decision's system prompt, no worked examples, its own slot and pinned prefix
     assert [m["role"] for m in generator.calls[0]["messages"]] == ["system", "user"]
     assert generator.calls[0]["messages"][0]["content"] == DECISION_SYSTEM
