@@ -18,9 +18,9 @@ after the first question. Then:
   short system prompt (:data:`DECISION_SYSTEM`) and no worked examples: the conclusion (:func:`conclusion_messages`,
   what the evidence concludes about the question, in one sentence of the model's own), then the decision
   (:func:`decision_messages`), one word under :data:`DECISION_GRAMMAR`, continuing the model's own turn after that
-  conclusion (:data:`DECISION_LEAD`). Inside the
-  examples' conversation the decision was degenerate: "yes" to all 17 yes/no questions of the ML and shipped dev
-  sets (the examples' "yes" turns pull it), against 13 of 17 right in this form (``eval/results/qa.md``).
+  conclusion (:data:`DECISION_LEAD`). Inside the examples' conversation the decision was degenerate: "yes" to all
+  17 yes/no questions of the ML and shipped dev sets (the examples' "yes" turns pull it), against 13 of 17 right in
+  this form (``eval/results/qa.md``).
 
 The evidence is quoted material and the system prompt says so.
 """
