@@ -180,7 +180,9 @@ ExportOption = Annotated[
 def ask(
     question: str,
     k: Annotated[int | None, typer.Option(help="Passages retrieved (1-20; default CITERAG_ASK_K).")] = None,
-    stream: Annotated[bool, typer.Option(help="Show the evidence at once and the answer as it is written.")] = True,
+    stream: Annotated[bool | None, typer.Option(
+        "--stream/--no-stream", help="Show the evidence at once and the answer as it is written (default: when the "
+        "output is a terminal; piped or redirected, only the checked answer is printed).")] = None,
     output: ExportOption = "text",
     json_out: JsonOption = False,
     index_dir: IndexDirOption = None,
@@ -193,6 +195,8 @@ def ask(
 
     request = AskRequest(question=question, k=k)  # bad input fails before the index and the model are loaded
     library = _open_library(_settings(index_dir))
+    if stream is None:
+        stream = console.is_terminal  # a file or pipe gets the checked answer once, not the draft before it
     if stream and not json_out and output == "text":
         response = _streamed(library.ask(request.question, request.k, stream=True))
     else:

@@ -92,10 +92,15 @@ def test_ask_prints_math_readable_and_exports_the_answer_with_its_references(see
     import citerag
 
     index = ["--index-dir", str(seed_settings.index_dir)]
-    shown = runner.invoke(app, ["ask", ASMC_QUESTION, *index])
+    shown = runner.invoke(app, ["ask", ASMC_QUESTION, "--stream", *index])
     assert shown.exit_code == 0, shown.output
     assert "80.6%" in shown.stdout and "128×" in shown.stdout  # the evidence and the answer, as they read
     assert "\\%" not in shown.stdout and "\\times" not in shown.stdout and "$" not in shown.stdout
+    # not a terminal and no --stream: no evidence stream and no draft, the checked answer once
+    piped = runner.invoke(app, ["ask", ASMC_QUESTION, *index])
+    assert piped.exit_code == 0, piped.output
+    answer = json.loads(runner.invoke(app, ["ask", ASMC_QUESTION, "--json", *index]).stdout)["answer"]
+    assert piped.stdout.count(answer[:40]) == 1 and "80.6%" in piped.stdout
 
     markdown = runner.invoke(app, ["ask", ASMC_QUESTION, "--format", "markdown", *index])
     exported = runner.invoke(app, ["ask", ASMC_QUESTION, "--format", "json", *index])
