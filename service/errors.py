@@ -99,8 +99,20 @@ async def citerag_error(_: Request, exc: CiteragError) -> JSONResponse:
     return JSONResponse({"detail": str(exc), "error": type(exc).__name__}, status_code=status_of(exc), headers=headers)
 
 
-async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+#: Added to a 422 whose body is not an object when the request did not say it is JSON (``curl -d`` without ``-H
+#: 'content-type: application/json'`` sends a form): the body was read as text, not parsed.
+JSON_CONTENT_HINT = "send the body as JSON with the header 'Content-Type: application/json'"
+
+
+async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
     """Exception handler: 422 naming each bad field. The offending input is not echoed back: it may be huge, or
-    hold lone surrogates or NaN that cannot be encoded as JSON."""
-    detail = [{"loc": list(err["loc"]), "msg": err["msg"], "type": err["type"]} for err in exc.errors()]
+    hold lone surrogates or NaN that cannot be encoded as JSON. A body that is not an object, sent without a JSON
+    content type, gets :data:`JSON_CONTENT_HINT` in its message."""
+    json_sent = "json" in request.headers.get("content-type", "").lower()
+    detail = []
+    for err in exc.errors():
+        msg = err["msg"]
+        if not json_sent and list(err["loc"]) == ["body"] and err["type"] in ("model_attributes_type", "dict_type"):
+            msg = f"{msg}: {JSON_CONTENT_HINT}"
+        detail.append({"loc": list(err["loc"]), "msg": msg, "type": err["type"]})
     return JSONResponse({"detail": detail}, status_code=422)

@@ -110,6 +110,16 @@ class TestBadInput:
         assert response.status_code == 422
         assert any(err["loc"][-1] == field for err in response.json()["detail"]), response.json()
 
+    def test_a_json_body_sent_as_a_form_says_to_send_json(self, api_client) -> None:
+        # curl -d '{"question": ...}' without a content type sends a form: the body is read as text, not parsed
+        form = {"content-type": "application/x-www-form-urlencoded"}
+        response = api_client.post("/ask", content=b'{"question": "What is ASMC?"}', headers=form)
+        assert response.status_code == 422
+        [error] = response.json()["detail"]
+        assert error["loc"] == ["body"] and "Content-Type: application/json" in error["msg"]
+        sent_as_json = api_client.post("/ask", content=b'["What is ASMC?"]', headers={"content-type": "application/json"})
+        assert "Content-Type" not in sent_as_json.json()["detail"][0]["msg"]  # JSON, only the wrong shape
+
     def test_invalid_json(self, api_client) -> None:
         response = api_client.post("/search", content=b"{not json", headers={"content-type": "application/json"})
         assert response.status_code == 422
