@@ -37,7 +37,7 @@ from citerag.service.answering.compose import statement_text
 from citerag.service.answering.evidence import JUDGED_OWN_SCORE_RATIO, Evidence, grouped, own_work_first
 from citerag.service.answering.prompts import DECISION_SLOT, YES_NO_GRAMMAR, judge_messages, paper_messages
 from citerag.service.answering.state import AnswerState
-from citerag.service.answering.verify import paper_statement
+from citerag.service.answering.verify import paper_statements
 from citerag.service.generator import Generator
 
 #: Below this probability that the evidence answers, the service abstains (chosen on three dev sets at once, each
@@ -189,7 +189,8 @@ class JudgePapers:
                 shown = own_work_first(sorted(items, key=lambda e: -e.score), JUDGED_OWN_SCORE_RATIO)
                 named.append((shown, p_yes))
                 # the answer's sentence for this paper, as compose will write it, streamed as soon as it is known
-                text = statement_text(paper_statement(shown), [shown], labelled=True)
+                shown_items = [item for item, _ in named]
+                text = statement_text(paper_statements(shown_items)[-1], shown_items, labelled=True)
                 if state.emit("token", f" {text}" if len(named) > 1 else text):
                     break
         self.generator.pin(paper_messages(polar, []), slot=DECISION_SLOT, fixed=1)

@@ -39,14 +39,17 @@ _INTRODUCES_LONG = re.compile(rf"{_INTRODUCING}(?P<long>[A-Z][^,()]{{2,80}}?)\s+
 
 def third_person(verb: str) -> str:
     """The third-person singular of a base-form verb: ``propose`` -> ``proposes``, ``reach`` -> ``reaches``,
-    ``apply`` -> ``applies``, ``have`` -> ``has``; modals, past tenses and forms already ending in ``s`` unchanged.
+    ``apply`` -> ``applies``, ``have`` -> ``has``, ``focus`` -> ``focuses``; modals, past tenses and other forms
+    already ending in ``s`` unchanged.
 
-    >>> [third_person(v) for v in ["propose", "reach", "apply", "have", "can", "achieved", "shows"]]
-    ['proposes', 'reaches', 'applies', 'has', 'can', 'achieved', 'shows']
+    >>> [third_person(v) for v in ["propose", "reach", "apply", "have", "can", "achieved", "shows", "focus", "assess"]]
+    ['proposes', 'reaches', 'applies', 'has', 'can', 'achieved', 'shows', 'focuses', 'assesses']
     """
     lower = verb.lower()
     if lower in _IRREGULAR:
         return _IRREGULAR[lower]
+    if lower.endswith(("ss", "us")) and lower.isalpha():  # a base form: "we focus", "we address"
+        return verb + "es"
     if lower in _INVARIANT or lower.endswith(("ed", "s")) or not lower.isalpha():
         return verb
     if lower.endswith(("sh", "ch", "x", "z", "o")):

@@ -23,7 +23,8 @@ number is in no evidence sentence and the sentence that would replace it shares 
 figure: :meth:`Verify._invented`); an answer to a counting question
 ("How many rollouts ...?") that states no number of what it counts is the best evidence sentence that does. A
 sentence that opens with a pronoun ("We ...", "This ...") gets its paper's label as its subject
-(:func:`~citerag.service.answering.subject.name_subject`); an unfinished last sentence (the token limit) is dropped.
+(:func:`~citerag.service.answering.subject.name_subject`; a paper without one is "The paper", and in an answer about
+several papers "One paper", then "Another paper"); an unfinished last sentence (the token limit) is dropped.
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ MIN_SUPPORT = 0.75
 MAX_SENTENCES = 3
 #: What an answer calls a paper that has neither a title nor a coined name.
 UNNAMED_SUBJECT = "The paper"
+#: What an answer about several papers calls such papers, in the order it first rests on them (the first, then each
+#: other one): "The paper ... The paper ..." does not tell a reader that two papers are meant.
+UNNAMED_SUBJECTS = ("One paper", "Another paper")
 Fallback = Literal["extract", "abstain"]
 _WORD = re.compile(r"[^\W_]+(?:[-–][^\W_]+)*")
 _ALNUM = re.compile(r"[\W_]+")
@@ -254,7 +258,7 @@ class Verify:
         if state.info.amount and statements and not any(states_number(s.text) for s in statements):
             state.abstain("the question asks for an amount, and the evidence states none for it")
             return
-        named = [named_subject(s, labels) for s in statements]
+        named = named_subjects(statements, evidence, several)
         # an answer about several papers: one sentence a paper, as many as the evidence
         state.statements = list({s.text: s for s in named}.values())[: None if several else self.max_sentences]
 
@@ -310,25 +314,49 @@ def extract(texts: Sequence[str], index: int) -> Statement:
     return Statement(texts[index].rstrip(".!?;:, "), (index,), "extract")
 
 
-def named_subject(statement: Statement, labels: Sequence[str | None]) -> Statement:
+def named_subject(statement: Statement, label: str | None) -> Statement:
     """``statement`` without a leading conjunction ("And ..."), with its subject named when it opens with a pronoun
-    (``labels[i]``: the label of evidence sentence ``i``'s paper; :data:`UNNAMED_SUBJECT` when it has none), and its
-    first letter capitalised.
+    (``label``: its paper's label; :data:`UNNAMED_SUBJECT` when it has none), and its first letter capitalised.
 
-    >>> named_subject(Statement("We introduce GP-EquiFlow, a flow model", (0,)), ["GP-EquiFlow"]).text
+    >>> named_subject(Statement("We introduce GP-EquiFlow, a flow model", (0,)), "GP-EquiFlow").text
     'GP-EquiFlow is a flow model'
     """
     text, origin = LEADING_CONJUNCTION.sub("", statement.text), statement.origin
     if opens_with_pronoun(text):
-        text = name_subject(text, labels[statement.evidence[0]] or UNNAMED_SUBJECT)
+        text = name_subject(text, label or UNNAMED_SUBJECT)
         origin = "named" if origin == "written" else origin
     if text[:1].islower() and text.split(" ", 1)[0].islower():  # not a name such as "mSGD"
         text = text[:1].upper() + text[1:]
     return Statement(text, statement.evidence, origin)
 
 
-def paper_statement(item: Evidence) -> Statement:
-    """What an answer about several papers says of a paper no written sentence rests on: its evidence sentence
-    ``item`` (readable), its subject named (:func:`named_subject`); its evidence index is 0 (``[item]``). A judged
-    which-papers answer is these statements, one a named paper (:class:`Verify` with nothing written)."""
-    return named_subject(extract([readable(item.text)], 0), [paper_label(item.result.document)])
+def named_subjects(statements: Sequence[Statement], evidence: Sequence[Evidence], several: bool) -> list[Statement]:
+    """Each of ``statements`` with its subject named (:func:`named_subject`) by the label of its first evidence
+    sentence's paper (``statement.evidence`` indexes ``evidence``). In an answer about ``several`` papers, a paper
+    without a label is :data:`UNNAMED_SUBJECTS` in the order the statements first rest on such papers.
+
+    >>> from types import SimpleNamespace as N
+    >>> item = lambda doc_id: N(doc_id=doc_id, result=N(document=N(doc_id=doc_id, title="", text="no name")))
+    >>> texts = ["We perform Sequential Monte Carlo", "We use a particle filter", "Our study uses one too"]
+    >>> [s.text for s in named_subjects([Statement(t, (i,)) for i, t in enumerate(texts)],
+    ...                                  [item("a"), item("b"), item("c")], several=True)]
+    ['One paper performs Sequential Monte Carlo', 'Another paper uses a particle filter', 'Another paper uses one too']
+    """
+    unnamed: dict[str, str] = {}
+    out = []
+    for statement in statements:
+        item = evidence[statement.evidence[0]]
+        label = paper_label(item.result.document)
+        if label is None and several:
+            label = unnamed.setdefault(item.doc_id, UNNAMED_SUBJECTS[min(len(unnamed), len(UNNAMED_SUBJECTS) - 1)])
+        out.append(named_subject(statement, label))
+    return out
+
+
+def paper_statements(items: Sequence[Evidence]) -> list[Statement]:
+    """What an answer about several papers says of papers no written sentence rests on: each evidence sentence of
+    ``items`` (readable) as a statement (``statement.evidence`` indexes ``items``), subjects named
+    (:func:`named_subjects`). A judged which-papers answer is these statements, one a named paper (:class:`Verify`
+    with nothing written); the judge streams each as its paper is named."""
+    texts = [readable(item.text) for item in items]
+    return named_subjects([extract(texts, i) for i in range(len(items))], items, several=True)

@@ -529,3 +529,31 @@ def test_each_named_paper_is_streamed_as_soon_as_named_and_the_stream_reads_as_t
     stopped.on_event = lambda kind, payload: kind == "token"  # the listener stops at the first piece
     JudgePapers(FixedGenerator(judge=0.9)).run(stopped)
     assert stopped.stopped and [e.doc_id for e in stopped.evidence] == ["ml"]
+
+
+def test_papers_without_a_name_are_told_apart_in_a_which_papers_answer() -> None:
+    from citerag.service.answering.judge import JudgePapers
+
+    # two abstracts that coin no name: "The paper ... The paper ..." would not say that two papers are meant
+    smc = "We perform Sequential Monte Carlo over diffusion trajectories. Data assimilation is hard."
+    filters = "We use Sequential Monte Carlo to track cells in microscopy videos. Tracking is noisy."
+    question = "Which papers use Sequential Monte Carlo?"
+    state = AnswerState(question=question, info=analyse(question),
+                        passages=[result("smc", smc), result("cells", filters, rank=2), result("ml", ML, rank=3)])
+    SelectEvidence(HashEmbedder().encode, judged_papers=True).run(state)
+    tokens: list[str] = []
+    state.on_event = lambda kind, payload: tokens.append(payload) if kind == "token" else None
+    in_evidence = lambda messages: "Monte Carlo" in messages[-1]["content"].split("Question:")[0]  # noqa: E731
+    JudgePapers(FixedGenerator(judge=lambda messages: 0.9 if in_evidence(messages) else 0.05), min_score=0.1).run(state)
+    Verify().run(state)
+    Compose().run(state)
+    assert state.answer == ("One paper uses Sequential Monte Carlo to track cells in microscopy videos [2]. "
+                            "Another paper performs Sequential Monte Carlo over diffusion trajectories [1].")
+    assert "".join(tokens) == state.answer  # streamed as checked
+    alone = _composed("What does the paper perform?", [result("smc", smc)],
+                      [Statement("We perform Sequential Monte Carlo over diffusion trajectories", (0,))])
+    assert alone.answer == "We perform Sequential Monte Carlo over diffusion trajectories [1]."  # compose only
+    one = _state("What does the paper perform over diffusion trajectories?", [result("smc", smc)])
+    one.written = "We perform Sequential Monte Carlo over diffusion trajectories [1]."
+    Verify().run(one)
+    assert [s.text for s in one.statements] == ["The paper performs Sequential Monte Carlo over diffusion trajectories"]
