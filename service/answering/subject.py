@@ -3,6 +3,9 @@ an answer says who. :func:`name_subject` replaces such an opening with the paper
 with it ("We propose X" -> "LU-KV proposes X"; "Our results show" -> "LU-KV's results show"; "In this work, we
 present EDEN, a family of ..." -> "EDEN is a family of ...").
 
+The first person left inside a sentence is the paper's too (:func:`third_person_inside`): "..., we identify ..." ->
+"..., the authors identify ...", "in our evaluation" -> "in the paper's evaluation".
+
 English grammar only (pronouns, possessives, third-person singular agreement); no word of any paper.
 """
 
@@ -57,6 +60,24 @@ def third_person(verb: str) -> str:
     if len(lower) > 2 and lower.endswith("y") and lower[-2] not in "aeiou":
         return verb[:-1] + "ies"
     return verb + "s"
+
+
+#: First-person pronouns after a sentence's first word, and what an answer says instead (the authors' plural needs
+#: no change of verb: "we identify" -> "the authors identify"). "US" (the country) is not "us".
+_FIRST_PERSON_INSIDE = re.compile(r"(?<=\S)(?P<space>\s+)(?P<word>[Ww]e|[Oo]ur|us)\b(?!['’-])")
+_THIRD_PERSON = {"we": "the authors", "our": "the paper's", "us": "the authors"}
+
+
+def third_person_inside(sentence: str) -> str:
+    """``sentence`` with the first-person pronouns after its first word in the third person: the abstract's
+    authors speak in it, an answer speaks of them.
+
+    >>> third_person_inside("While prior work studied sparsity, we identify neuron-level sparsity in our models.")
+    "While prior work studied sparsity, the authors identify neuron-level sparsity in the paper's models."
+    >>> third_person_inside("HELIX lets us beat 16 baselines in the US.")
+    'HELIX lets the authors beat 16 baselines in the US.'
+    """
+    return _FIRST_PERSON_INSIDE.sub(lambda m: m.group("space") + _THIRD_PERSON[m.group("word").lower()], sentence)
 
 
 def _agree(rest: str) -> str:

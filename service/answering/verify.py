@@ -48,7 +48,7 @@ from citerag.service.answering.language import (
 )
 from citerag.service.answering.names import names_in, paper_label
 from citerag.service.answering.state import AnswerState, Statement
-from citerag.service.answering.subject import name_subject, opens_with_pronoun
+from citerag.service.answering.subject import name_subject, opens_with_pronoun, third_person_inside
 
 #: The share of a written sentence's content terms that must be in its evidence, the question or the labels
 #: (chosen on dev questions: eval/results/qa.md).
@@ -316,7 +316,8 @@ def extract(texts: Sequence[str], index: int) -> Statement:
 
 def named_subject(statement: Statement, label: str | None) -> Statement:
     """``statement`` without a leading conjunction ("And ..."), with its subject named when it opens with a pronoun
-    (``label``: its paper's label; :data:`UNNAMED_SUBJECT` when it has none), and its first letter capitalised.
+    (``label``: its paper's label; :data:`UNNAMED_SUBJECT` when it has none), the first person left inside it in
+    the third (:func:`~citerag.service.answering.subject.third_person_inside`), and its first letter capitalised.
 
     >>> named_subject(Statement("We introduce GP-EquiFlow, a flow model", (0,)), "GP-EquiFlow").text
     'GP-EquiFlow is a flow model'
@@ -325,6 +326,7 @@ def named_subject(statement: Statement, label: str | None) -> Statement:
     if opens_with_pronoun(text):
         text = name_subject(text, label or UNNAMED_SUBJECT)
         origin = "named" if origin == "written" else origin
+    text = third_person_inside(text)
     if text[:1].islower() and text.split(" ", 1)[0].islower():  # not a name such as "mSGD"
         text = text[:1].upper() + text[1:]
     return Statement(text, statement.evidence, origin)

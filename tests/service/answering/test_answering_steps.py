@@ -557,3 +557,11 @@ def test_papers_without_a_name_are_told_apart_in_a_which_papers_answer() -> None
     one.written = "We perform Sequential Monte Carlo over diffusion trajectories [1]."
     Verify().run(one)
     assert [s.text for s in one.statements] == ["The paper performs Sequential Monte Carlo over diffusion trajectories"]
+
+
+def test_the_first_person_inside_an_answer_is_the_papers() -> None:
+    # the abstract's authors say "we" and "our"; the answer speaks of them, whether the model wrote it or it is an extract
+    state = _state("How much memory does LU-KV keep?", [result("ml", ML)])
+    state.written = "At 10% memory, we keep 90% accuracy with our LU-KV method [1]."
+    Verify().run(state)
+    assert [s.text for s in state.statements] == ["At 10% memory, the authors keep 90% accuracy with the paper's LU-KV method"]
