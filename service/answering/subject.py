@@ -162,9 +162,10 @@ def opens_with_pronoun(sentence: str) -> bool:
     return bool(PRONOUN_OPENING.match(sentence))
 
 
-def name_subject(sentence: str, label: str) -> str:
-    """``sentence`` with a pronoun or "our/this <noun>" opening replaced by ``label`` (module docstring);
-    ``sentence`` unchanged when it opens otherwise.
+def name_subject(sentence: str, label: str, paper: str = "The paper") -> str:
+    """``sentence`` with a pronoun or "our/this <noun>" opening replaced by ``label`` (module docstring), or by
+    ``paper`` where the sentence names the label later ("we improve X by introducing ReVSI"); ``sentence``
+    unchanged when it opens otherwise.
 
     >>> name_subject("We propose LU-KV, a KV cache eviction method.", "LU-KV")
     'LU-KV is a KV cache eviction method.'
@@ -205,7 +206,7 @@ def name_subject(sentence: str, label: str) -> str:
             return turned
         # "we improve X by introducing ReVSI": the label is named later, so the subject is the paper
         mentioned = re.search(rf"(?<![\w-]){re.escape(label)}(?![\w-])", tail, re.IGNORECASE)
-        return f"{'The paper' if mentioned else label} {_agree(tail)}"
+        return f"{paper if mentioned else label} {_agree(tail)}"
     if word in ("our", "its", "their", "this", "these", "the") and noun.lower() in RESEARCH_NOUNS:
         singular = noun.lower() in ("method", "model", "approach", "framework", "algorithm", "technique", "system",
                                     "architecture", "paper", "work", "study", "tool", "network", "pipeline",

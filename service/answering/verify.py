@@ -314,17 +314,18 @@ def extract(texts: Sequence[str], index: int) -> Statement:
     return Statement(texts[index].rstrip(".!?;:, "), (index,), "extract")
 
 
-def named_subject(statement: Statement, label: str | None) -> Statement:
+def named_subject(statement: Statement, label: str | None, paper: str = UNNAMED_SUBJECT) -> Statement:
     """``statement`` without a leading conjunction ("And ..."), with its subject named when it opens with a pronoun
-    (``label``: its paper's label; :data:`UNNAMED_SUBJECT` when it has none), the first person left inside it in
-    the third (:func:`~citerag.service.answering.subject.third_person_inside`), and its first letter capitalised.
+    (``label``: its paper's label; ``paper`` when it has none or the sentence names it later:
+    :func:`~citerag.service.answering.subject.name_subject`), the first person left inside it in the third
+    (:func:`~citerag.service.answering.subject.third_person_inside`), and its first letter capitalised.
 
     >>> named_subject(Statement("We introduce GP-EquiFlow, a flow model", (0,)), "GP-EquiFlow").text
     'GP-EquiFlow is a flow model'
     """
     text, origin = LEADING_CONJUNCTION.sub("", statement.text), statement.origin
     if opens_with_pronoun(text):
-        text = name_subject(text, label or UNNAMED_SUBJECT)
+        text = name_subject(text, label or paper, paper)
         origin = "named" if origin == "written" else origin
     text = third_person_inside(text)
     if text[:1].islower() and text.split(" ", 1)[0].islower():  # not a name such as "mSGD"
@@ -335,23 +336,32 @@ def named_subject(statement: Statement, label: str | None) -> Statement:
 def named_subjects(statements: Sequence[Statement], evidence: Sequence[Evidence], several: bool) -> list[Statement]:
     """Each of ``statements`` with its subject named (:func:`named_subject`) by the label of its first evidence
     sentence's paper (``statement.evidence`` indexes ``evidence``). In an answer about ``several`` papers, a paper
-    without a label is :data:`UNNAMED_SUBJECTS` in the order the statements first rest on such papers.
+    the answer cannot call by its label (it has none, or the sentence names it later) is :data:`UNNAMED_SUBJECTS`,
+    in the order the answer first calls papers so: "One paper ...", then "Another paper ...".
 
     >>> from types import SimpleNamespace as N
-    >>> item = lambda doc_id: N(doc_id=doc_id, result=N(document=N(doc_id=doc_id, title="", text="no name")))
-    >>> texts = ["We perform Sequential Monte Carlo", "We use a particle filter", "Our study uses one too"]
-    >>> [s.text for s in named_subjects([Statement(t, (i,)) for i, t in enumerate(texts)],
-    ...                                  [item("a"), item("b"), item("c")], several=True)]
-    ['One paper performs Sequential Monte Carlo', 'Another paper uses a particle filter', 'Another paper uses one too']
+    >>> item = lambda doc_id, text="no name": N(doc_id=doc_id, result=N(document=N(doc_id=doc_id, title="", text=text)))
+    >>> texts = ["We perform Sequential Monte Carlo", "We improve validity by introducing ReVSI, a benchmark",
+    ...          "We use a particle filter", "Our study uses one too"]
+    >>> evidence = [item("a"), item("b", "We introduce ReVSI, a benchmark."), item("c"), item("c")]
+    >>> for s in named_subjects([Statement(t, (i,)) for i, t in enumerate(texts)], evidence, several=True):
+    ...     print(s.text)
+    One paper performs Sequential Monte Carlo
+    Another paper improves validity by introducing ReVSI, a benchmark
+    Another paper uses a particle filter
+    Another paper uses one too
     """
-    unnamed: dict[str, str] = {}
+    generic: dict[str, str] = {}  # the papers called by a generic subject, and theirs
     out = []
     for statement in statements:
         item = evidence[statement.evidence[0]]
-        label = paper_label(item.result.document)
-        if label is None and several:
-            label = unnamed.setdefault(item.doc_id, UNNAMED_SUBJECTS[min(len(unnamed), len(UNNAMED_SUBJECTS) - 1)])
-        out.append(named_subject(statement, label))
+        paper = UNNAMED_SUBJECT
+        if several:
+            paper = generic.get(item.doc_id, UNNAMED_SUBJECTS[min(len(generic), len(UNNAMED_SUBJECTS) - 1)])
+        named = named_subject(statement, paper_label(item.result.document), paper)
+        if several and named.text.startswith(paper) and named.text != statement.text:
+            generic.setdefault(item.doc_id, paper)
+        out.append(named)
     return out
 
 
