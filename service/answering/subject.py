@@ -30,8 +30,8 @@ _LEAD = re.compile(
     re.IGNORECASE,
 )
 # The verb that introduces a coined name, and its article, at the start of what follows "We".
-_INTRODUCING = (r"^(?:propose|proposes|introduce|introduces|present|presents|develop|develops|design|designs)\s+"
-                r"(?:(?:a|an|the)\s+)?")
+_INTRODUCING = (r"^(?:propose|introduce|present|develop|design|establish|build|construct|create|curate|release)(?:es|s)?"
+                r"\s+(?:(?:a|an|the)\s+)?")
 # An appositive after the name: ", a family of ...".
 _APPOSITIVE = r"\s*,\s+(?P<appositive>(?:a|an|the)\s+.+)$"
 # "we present EDEN, a family of ..." -> the coined name and its appositive: "EDEN is a family of ...".
@@ -179,6 +179,8 @@ def name_subject(sentence: str, label: str, paper: str = "The paper") -> str:
     'The paper empirically demonstrates, for the first time, a scaling law.'
     >>> name_subject("We introduce Divergence Decoding (DD), a decoding method.", "DD")
     'Divergence Decoding (DD) is a decoding method.'
+    >>> name_subject("We establish GLEAN, an agent verification framework.", "GLEAN")
+    'GLEAN is an agent verification framework.'
     >>> name_subject("We improve validity by introducing ReVSI, a benchmark.", "ReVSI")  # named later: the paper
     'The paper improves validity by introducing ReVSI, a benchmark.'
     >>> name_subject("At 10% memory, we keep 90% accuracy.", "LU-KV")  # a lead holding a number is kept
