@@ -186,15 +186,20 @@ def ask(
     output: ExportOption = "text",
     json_out: JsonOption = False,
     index_dir: IndexDirOption = None,
+    server: Annotated[str | None, typer.Option(
+        "--server", envvar="CITERAG_SERVER", help="Ask the citerag service running at this URL (e.g. "
+        "http://127.0.0.1:8000, started by `make serve`) instead of loading the index and the model here: ~3 s a "
+        "question instead of ~15 s.")] = None,
 ) -> None:
     """Answer a question with numbered citations, or abstain. The evidence shows first and the answer grows under
     it; the checked answer (every sentence verified against its evidence) and its sources follow. Math and markup
     are shown readable (80.6%, 128×); --format markdown/json export the answer with its references."""
+    from citerag.service.client import RemoteLibrary
     from citerag.service.export import as_json
     from citerag.service.schemas import AskRequest
 
     request = AskRequest(question=question, k=k)  # bad input fails before the index and the model are loaded
-    library = _open_library(_settings(index_dir))
+    library = RemoteLibrary(server) if server else _open_library(_settings(index_dir))
     if stream is None:
         stream = console.is_terminal  # a file or pipe gets the checked answer once, not the draft before it
     if stream and not json_out and output == "text":

@@ -197,3 +197,46 @@ def test_index_rebuild_says_what_it_changed_against_the_live_index(tmp_path) -> 
     lines = again.stdout.strip().splitlines()
     assert lines[0] == "1 added, 0 replaced, 0 metadata updated, 1 unchanged, 1 deleted (1 passage embedded)"
     assert lines[1].startswith("indexed 2 documents, 2 passages into ")
+
+
+@pytest.mark.slow
+def test_ask_with_server_asks_the_running_service_and_prints_its_answer(live_server, api_client) -> None:
+    # the service's own answer, through the CLI: the same JSON, and the same stream shape, no model loaded here
+    served = api_client.post("/ask", json={"question": ASMC_QUESTION}).json()
+    answered = runner.invoke(app, ["ask", ASMC_QUESTION, "--json", "--server", live_server])
+    assert answered.exit_code == 0, answered.output
+    body = json.loads(answered.stdout)
+    assert body["answer"] == served["answer"] and "80.6%" in body["answer"]
+    assert [(c["n"], c["doc_id"], c["start"], c["end"]) for c in body["citations"]] == \
+        [(c["n"], c["doc_id"], c["start"], c["end"]) for c in served["citations"]]
+    streamed = runner.invoke(app, ["ask", ASMC_QUESTION, "--stream", "--server", live_server])
+    assert streamed.exit_code == 0, streamed.output
+    first_evidence = served["evidence"][0]
+    assert streamed.stdout.index(f"[{first_evidence['n']}] ") < streamed.stdout.index("timings (ms)")
+    assert served["answer_display"]["text"] in streamed.stdout  # the checked answer, printed after the stream
+
+
+def test_ask_with_a_server_that_is_not_running_exits_2_with_one_line() -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    for extra in ([], ["--stream"]):
+        result = runner.invoke(app, ["ask", "What is ASMC?", "--server", f"http://127.0.0.1:{port}", *extra])
+        assert result.exit_code == 2
+        assert result.stderr.strip() == (f"error: no citerag service answers at http://127.0.0.1:{port} (ConnectError); "
+                                         "start one with `make serve` or `citerag serve`, or leave out --server")
+
+
+def test_a_service_error_reads_as_its_field_and_message() -> None:
+    import httpx
+
+    from citerag.service.client import _detail
+
+    invalid = httpx.Response(422, json={"detail": [{"loc": ["body", "k"], "msg": "Input should be less than or "
+                                                    "equal to 20", "type": "less_than_equal"}]})
+    assert _detail(invalid) == "k: Input should be less than or equal to 20"
+    busy = httpx.Response(503, json={"detail": "too many questions are waiting", "error": "Overloaded"})
+    assert _detail(busy) == "too many questions are waiting"
+    assert _detail(httpx.Response(502, text="Bad Gateway")) == "Bad Gateway"
