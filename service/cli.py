@@ -40,6 +40,10 @@ IndexDirOption = Annotated[
     Path | None, typer.Option("--index-dir", help="Index directory (default .citerag/ or $CITERAG_INDEX_DIR).")
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the API's JSON instead of a table.")]
+ServerOption = Annotated[str | None, typer.Option(
+    "--server", envvar="CITERAG_SERVER", help="Ask the citerag service running at this URL (e.g. "
+    "http://127.0.0.1:8000, started by `make serve`) instead of loading the index and the model here: ~3 s a "
+    "question instead of ~15 s for the first.")]
 
 
 def _fail(message: str) -> None:
@@ -186,10 +190,7 @@ def ask(
     output: ExportOption = "text",
     json_out: JsonOption = False,
     index_dir: IndexDirOption = None,
-    server: Annotated[str | None, typer.Option(
-        "--server", envvar="CITERAG_SERVER", help="Ask the citerag service running at this URL (e.g. "
-        "http://127.0.0.1:8000, started by `make serve`) instead of loading the index and the model here: ~3 s a "
-        "question instead of ~15 s.")] = None,
+    server: ServerOption = None,
 ) -> None:
     """Answer a question with numbered citations, or abstain. The evidence shows first and the answer grows under
     it; the checked answer (every sentence verified against its evidence) and its sources follow. Math and markup
@@ -267,6 +268,7 @@ def _print_answer(response: AskResponse) -> None:
 def chat(
     k: Annotated[int | None, typer.Option(help="Passages retrieved (1-20; default CITERAG_ASK_K).")] = None,
     index_dir: IndexDirOption = None,
+    server: ServerOption = None,
 ) -> None:
     """Ask questions in a conversation: a follow-up ("Which benchmarks was it evaluated on?") is made standalone
     from the earlier questions (the question answered is shown); each answer shows its evidence, grows as it is
@@ -275,8 +277,10 @@ def chat(
     from citerag.service.schemas import AskRequest
 
     settings = _settings(index_dir)
+    from citerag.service.client import RemoteLibrary
+
     AskRequest(question="k?", k=k)  # a bad --k fails before the model loads
-    library = _open_library(settings)
+    library = RemoteLibrary(server) if server else _open_library(settings)
     history: list[Turn] = []
     console.print("[dim]Ask a question; follow-ups are read with the conversation. Ctrl-C stops an answer, "
                   "Ctrl-D leaves.[/]")

@@ -1,5 +1,5 @@
-"""A client of a running citerag service: ``citerag ask --server URL`` asks the service that ``make serve`` started
-instead of loading the index and the model in the command's own process (a cold ``citerag ask`` takes ~15 s on
+"""A client of a running citerag service: ``citerag ask --server URL`` (and ``citerag chat --server URL``) asks the
+service that ``make serve`` started instead of loading the index and the model in the command's own process (a cold ``citerag ask`` takes ~15 s on
 2 cores, most of it loading and reading the fixed prompt once; a served question ~3 s).
 
 :class:`RemoteLibrary` has :class:`~citerag.service.library.Library`'s ``ask`` (plain or streamed), over
@@ -11,13 +11,14 @@ served answer as it prints its own.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import httpx
 from httpx_sse import connect_sse
 
 from citerag.index.errors import CiteragError
+from citerag.service.conversation import Turn
 from citerag.service.library import StreamEvent
 from citerag.service.schemas import AskResponse, EvidenceOut, PassageOut
 
@@ -41,15 +42,19 @@ class RemoteLibrary:
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
 
-    def ask(self, question: str, k: int | None = None, stream: bool = False) -> AskResponse | Iterator[StreamEvent]:
+    def ask(self, question: str, k: int | None = None, stream: bool = False,
+            history: Sequence[Turn] = ()) -> AskResponse | Iterator[StreamEvent]:
         """``POST /ask``: the checked answer, or with ``stream=True`` the stream's events as they come (``passages``,
-        ``evidence``, ``token``..., ``answer``).
+        ``evidence``, ``token``..., ``answer``); ``history``: the conversation's earlier turns, oldest first (a
+        follow-up is made standalone from them, as the service's ``history`` does).
 
         Raises:
             ServiceError: no service answers at :attr:`url`, or it answered with an error (4xx/5xx, or the stream's
                 ``error`` event): its message, e.g. ``question: String should have at least 1 character``.
         """
         body: dict[str, Any] = {"question": question, "k": k}
+        if history:
+            body["history"] = [{"role": t.role, "content": t.content, "doc_ids": list(t.doc_ids)} for t in history]
         if stream:
             return self._events({**body, "stream": True})
         with self._client() as client:

@@ -166,3 +166,14 @@ def test_chat_over_the_real_index_and_model_answers_a_follow_up(seed_settings) -
     follow_up = out.stdout.split("answering: What does GP-EquiFlow use to build its priors?", 1)
     assert len(follow_up) == 2, out.stdout  # the follow-up was answered as the standalone question
     assert "Gaussian process" in follow_up[1] and "N-body" in follow_up[1]  # GP-EquiFlow's abstract, cited
+
+
+@pytest.mark.slow
+def test_chat_with_server_sends_the_conversation_to_the_running_service(live_server) -> None:
+    # the same follow-up, through the service: the history travels in /ask's body and is read there
+    out = CliRunner().invoke(app, ["chat", "--server", live_server],
+                             input="What does GP-EquiFlow do?\n\nWhat does it use to build its priors?\n")
+    assert out.exit_code == 0, out.output
+    follow_up = out.stdout.split("answering: What does GP-EquiFlow use to build its priors?", 1)
+    assert len(follow_up) == 2, out.stdout
+    assert "Gaussian process" in follow_up[1] and "N-body" in follow_up[1]
