@@ -47,7 +47,12 @@ def third_person(verb: str) -> str:
 
     >>> [third_person(v) for v in ["propose", "reach", "apply", "have", "can", "achieved", "shows", "focus", "assess"]]
     ['proposes', 'reaches', 'applies', 'has', 'can', 'achieved', 'shows', 'focuses', 'assesses']
+    >>> third_person("re-annotate"), third_person("fine-tune")
+    ('re-annotates', 'fine-tunes')
     """
+    head, hyphen, last = verb.rpartition("-")
+    if hyphen and head and last.isalpha():  # "re-annotate" -> "re-annotates"
+        return f"{head}-{third_person(last)}"
     lower = verb.lower()
     if lower in _IRREGULAR:
         return _IRREGULAR[lower]
@@ -181,6 +186,8 @@ def name_subject(sentence: str, label: str, paper: str = "The paper") -> str:
     'Divergence Decoding (DD) is a decoding method.'
     >>> name_subject("We establish GLEAN, an agent verification framework.", "GLEAN")
     'GLEAN is an agent verification framework.'
+    >>> name_subject("To this end, we re-annotate object labels across 413 scenes.", "ReVSI")
+    'ReVSI re-annotates object labels across 413 scenes.'
     >>> name_subject("We improve validity by introducing ReVSI, a benchmark.", "ReVSI")  # named later: the paper
     'The paper improves validity by introducing ReVSI, a benchmark.'
     >>> name_subject("At 10% memory, we keep 90% accuracy.", "LU-KV")  # a lead holding a number is kept
@@ -192,7 +199,7 @@ def name_subject(sentence: str, label: str, paper: str = "The paper") -> str:
     """
     lead = _LEAD.match(sentence)
     body = sentence[lead.end():] if lead else sentence
-    match = re.match(r"(?P<word>\w+)(?:\s+(?P<noun>\w+))?\s*(?P<rest>.*)$", body, re.DOTALL)
+    match = re.match(r"(?P<word>\w+)(?:\s+(?P<noun>\w+(?:-\w+)*))?\s*(?P<rest>.*)$", body, re.DOTALL)
     if match is None:
         return sentence
     word, noun, rest = match.group("word").lower(), (match.group("noun") or ""), match.group("rest")
