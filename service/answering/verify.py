@@ -235,7 +235,7 @@ class Verify:
                                                                         evidence[i].score)))
                 failed.append(body)
                 continue
-            statements.append(Statement(body, support))
+            statements.append(Statement(as_authors_act(body, texts[support[0]]), support))
         if not statements and self.fallback == "abstain":
             state.abstain("no sentence the model wrote is supported by the evidence it cites")
             return
@@ -306,6 +306,31 @@ class Verify:
         covered = {evidence[i].doc_id for s in statements for i in s.evidence}
         extracts = [extract(texts, firsts[d]) for d in wanted if d not in covered]
         return [*statements, *extracts]
+
+
+_GERUND = re.compile(r"^(?P<gerund>[A-Z][\w-]*ing)\s+(?P<rest>.+)$", re.DOTALL)
+_AUTHORS_ACT = re.compile(r"\bwe\s+(?P<verb>[\w-]+)\s+(?P<rest>.+)$", re.IGNORECASE | re.DOTALL)
+
+
+def as_authors_act(sentence: str, evidence: str) -> str:
+    """``sentence`` as the authors' act where it is a gerund phrase copied from ``evidence``'s "we <verb> ...": the
+    model turned "we re-annotate object labels ..." into the fragment "Re-annotating object labels ...", which has
+    no main verb; it is "We re-annotate object labels ..." again (:func:`named_subject` then names the paper).
+    ``sentence`` unchanged otherwise: a gerund subject with its own verb ("Training on X makes ...") is not a copy of
+    what follows "we <verb>".
+
+    >>> as_authors_act("Re-annotating object labels across 413 scenes", "To this end, we re-annotate object labels "
+    ...                "across 413 scenes.")
+    'We re-annotate object labels across 413 scenes'
+    >>> as_authors_act("Training on rate makes small models competitive", "We train on rate, which makes models better.")
+    'Training on rate makes small models competitive'
+    """
+    gerund, act = _GERUND.match(sentence), _AUTHORS_ACT.search(evidence)
+    if not gerund or not act or tokenize(gerund.group("gerund"))[:1] != tokenize(act.group("verb"))[:1]:
+        return sentence
+    words = lambda text: re.findall(r"\w[\w-]*", fold(text).lower())  # noqa: E731
+    rest, follows = words(gerund.group("rest")), words(act.group("rest"))
+    return f"We {act.group('verb')} {gerund.group('rest')}" if follows[: len(rest)] == rest else sentence
 
 
 def extract(texts: Sequence[str], index: int) -> Statement:

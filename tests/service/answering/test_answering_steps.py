@@ -565,3 +565,12 @@ def test_the_first_person_inside_an_answer_is_the_papers() -> None:
     state.written = "At 10% memory, we keep 90% accuracy with our LU-KV method [1]."
     Verify().run(state)
     assert [s.text for s in state.statements] == ["At 10% memory, the authors keep 90% accuracy with the paper's LU-KV method"]
+
+
+def test_a_gerund_fragment_copied_from_the_authors_act_is_said_as_the_papers_act() -> None:
+    revsi = "We introduce ReVSI, a benchmark. To this end, we re-annotate object labels across 413 scenes from 5 datasets."
+    state = _state("How many scenes were re-annotated to build ReVSI?", [result("revsi", revsi)])
+    state.written = "Re-annotating object labels across 413 scenes from 5 datasets [1]."  # no main verb
+    Verify().run(state)
+    Compose().run(state)
+    assert state.answer == "ReVSI re-annotates object labels across 413 scenes from 5 datasets [1]."
