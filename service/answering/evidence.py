@@ -313,6 +313,7 @@ class SelectEvidence:
 
     def run(self, state: AnswerState) -> None:
         from citerag.service.answering.names import named_documents
+        from citerag.service.answering.question import defined_subject
 
         assert state.info is not None
         ranked = select_evidence(state.info.text, state.passages, self.encode, 64, self.weights)
@@ -321,7 +322,8 @@ class SelectEvidence:
             return
         state.named = named_documents(state.info.names, state.passages)
         chosen = self.chosen(ranked, state.named, state.info.kind, 1 if state.info.one_paper else self.max_papers,
-                             state.info.names, judged=self.judged_papers and state.info.polar is not None)
+                             state.info.names, judged=self.judged_papers and state.info.polar is not None,
+                             subject=defined_subject(state.info.text))
         state.evidence = grouped(chosen)
         if not (state.info.several_papers or state.info.kind == "yes_no"):
             state.reserve = grouped(self.following(ranked, chosen))
@@ -346,12 +348,14 @@ class SelectEvidence:
         return kept
 
     def chosen(self, ranked: list[Evidence], named: list[str], kind: str = "fact",
-               max_papers: int | None = None, names: Sequence[str] = (), judged: bool = False) -> list[Evidence]:
+               max_papers: int | None = None, names: Sequence[str] = (), judged: bool = False,
+               subject: str | None = None) -> list[Evidence]:
         """The evidence to keep from ``ranked`` (best first), for a question of ``kind`` that names the documents
         ``named`` and the things ``names`` (class docstring); a which-papers question keeps at most ``max_papers``
         (default :attr:`max_papers`; 1 when it asks for one paper), or, when its papers will be ``judged``, the
         candidates for that judge (:data:`CANDIDATE_PAPER_RATIO`, :data:`MAX_CANDIDATE_PAPERS`), each by its best
-        sentence and its best about its own work (:data:`JUDGED_OWN_SCORE_RATIO`)."""
+        sentence and its best about its own work (:data:`JUDGED_OWN_SCORE_RATIO`); ``subject``: what a "What is X?"
+        question asks to define (:func:`_stating`)."""
         by_doc: dict[str, list[Evidence]] = {}
         for item in ranked:
             by_doc.setdefault(item.doc_id, []).append(item)
@@ -368,7 +372,7 @@ class SelectEvidence:
         several = len(named) >= 2 or kind == "comparison"
         chosen = self._filled(_unique([ranked[0], *(firsts[d] for d in (named if several else []) if d in firsts)]),
                               ranked[1:])
-        states = _stating(kind, names)
+        states = _stating(kind, names, subject)
         if states is not None and not any(states(item.text) for item in chosen):
             # the best sentence that states what the kind asks for takes the last place
             stating = next((item for item in ranked if states(item.text)), None)
@@ -377,15 +381,33 @@ class SelectEvidence:
         return chosen
 
 
-def _stating(kind: str, names: Sequence[str]) -> Callable[[str], bool] | None:
+#: The verbs an abstract introduces what it coins with ("We introduce Polaris, a polar hyperspherical ...").
+_INTRODUCING = r"(?:propose|introduce|present|develop|design|establish|build|construct|create|curate|release)(?:es|s|d)?"
+
+
+def introduces(subject: str, text: str) -> bool:
+    """Whether ``text`` says what ``subject`` is: "we introduce Polaris, a ..." or "Polaris is a ..." (any case,
+    Markdown emphasis around the name allowed).
+
+    >>> introduces("Polaris", "We introduce **Polaris**, a polar hyperspherical embedding framework.")
+    True
+    >>> introduces("Polaris", "Polaris then combines robust local constraints.")
+    False
+    """
+    name = rf"\**{re.escape(subject)}\**"
+    pattern = rf"\b{_INTRODUCING}\s+{name}(?:\s*\([^)]{{1,40}}\))?\s*,\s+(?:a|an|the)\b|\b{name}\s+(?:is|are)\s+(?:a|an)\b"
+    return re.search(pattern, fold(text), re.IGNORECASE) is not None
+
+
+def _stating(kind: str, names: Sequence[str], subject: str | None = None) -> Callable[[str], bool] | None:
     """What a sentence must do to state what a question of ``kind`` naming ``names`` asks for, when evidence needs
     one such sentence: a quantity is stated with a number; an abbreviation asked about ("What does GGF stand for?",
-    "What is ASMC?") is defined by its long form (:func:`~citerag.service.answering.names.long_form`). ``None``:
-    no such need."""
+    "What is ASMC?") is defined by its long form (:func:`~citerag.service.answering.names.long_form`), and the
+    ``subject`` of "What is X?" by the sentence that says what it is (:func:`introduces`). ``None``: no such need."""
     from citerag.service.answering.names import long_form
 
     if kind == "number":
         return lambda text: bool(_DIGIT.search(text))
-    if kind == "definition" and names:
-        return lambda text: any(long_form(name, text) for name in names)
+    if kind == "definition" and (names or subject):
+        return lambda text: any(long_form(name, text) for name in names) or bool(subject and introduces(subject, text))
     return None

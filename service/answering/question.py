@@ -252,6 +252,18 @@ def question_kind(question: str, names: Sequence[str] = ()) -> QuestionKind:
     return "fact"
 
 
+def defined_subject(question: str) -> str | None:
+    """What a "What is X?" question asks to define (``X``, without its article), or ``None`` for other questions.
+
+    >>> defined_subject("What is Polaris?"), defined_subject("What is the Platonic Transformer?")
+    ('Polaris', 'Platonic Transformer')
+    >>> defined_subject("How fast is ASMC?") is None
+    True
+    """
+    match = _DEFINITION.match(question)
+    return match.group("subject") if match and not _WH_WORD.search(match.group("subject")) else None
+
+
 @dataclass(frozen=True, slots=True)
 class QuestionInfo:
     """A question as analysed once, before retrieval.

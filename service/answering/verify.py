@@ -162,9 +162,21 @@ def written_sentences(text: str, truncated: bool) -> list[tuple[str, list[int]]]
         body = re.sub(r"^(?:answer|a)\s*:\s*", "", body, flags=re.IGNORECASE)
         if not body and out:  # markers alone after a full stop ("... PairRL. [2]") cite the sentence before
             out[-1] = (out[-1][0], out[-1][1] + cited)
-        elif len(body.split()) >= 2 and not {w.lower() for w in _WORD.findall(body)} & META_WORDS:
+        elif len(body.split()) >= 2 and not _talks_about_the_prompt(body):
             out.append((body, cited))
     return out
+
+
+def _talks_about_the_prompt(sentence: str) -> bool:
+    """Whether ``sentence`` talks about the prompt's material (:data:`~citerag.service.answering.language.
+    META_WORDS`: "as evidence sentence [2] states"); a capitalised word inside it is part of a name, not such talk.
+
+    >>> _talks_about_the_prompt("The evidence sentences do not say"), _talks_about_the_prompt(
+    ...     "GLEAN is a framework with GuideLine-grounded Evidence AccumulatioN")
+    (True, False)
+    """
+    words = _WORD.findall(sentence)
+    return any(w.lower() in META_WORDS and (i == 0 or not w[:1].isupper()) for i, w in enumerate(words))
 
 
 def _counts(text: str, counted: Sequence[str]) -> bool:

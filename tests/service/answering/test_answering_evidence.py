@@ -125,6 +125,17 @@ def test_an_abbreviation_asked_about_gets_the_sentence_that_defines_it() -> None
         "First, a Global Gauge Fixing (GGF) step aligns the fragments."]
 
 
+def test_a_name_asked_about_gets_the_sentence_that_says_what_it_is() -> None:
+    # "What is Polaris?": the sentences that mention Polaris most are not the one that says what it is
+    text = ("Taxonomy expansion places new concepts under parents. We introduce **Polaris**, a polar hyperspherical "
+            "embedding framework. Polaris then combines local constraints and global regularization for Polaris.")
+    state = _selected("What is Polaris?", [result("ml", text)], sentences=1)
+    assert state.info.kind == "definition" and state.info.names == ()  # a plain word: no name-shaped token
+    assert [e.text for e in state.evidence] == [  # the best sentence, and the one that says what it is (text order)
+        "We introduce **Polaris**, a polar hyperspherical embedding framework.",
+        "Polaris then combines local constraints and global regularization for Polaris."]
+
+
 def test_the_reserve_is_the_next_best_sentences() -> None:
     passages = [result("covid", COVID), result("pubmed", PUBMED, rank=2), result("ml", ML, rank=3)]
     ranked = select_evidence("What is the main cause of HIV-1 infection in children?", passages, HashEmbedder().encode)
