@@ -273,12 +273,11 @@ def chat(
     """Ask questions in a conversation: a follow-up ("Which benchmarks was it evaluated on?") is made standalone
     from the earlier questions (the question answered is shown); each answer shows its evidence, grows as it is
     written, and is followed by its sources. Ctrl-C stops the current answer; Ctrl-D (end of input) leaves."""
+    from citerag.service.client import RemoteLibrary
     from citerag.service.conversation import Turn, latest_turns
     from citerag.service.schemas import AskRequest
 
     settings = _settings(index_dir)
-    from citerag.service.client import RemoteLibrary
-
     AskRequest(question="k?", k=k)  # a bad --k fails before the model loads
     library = RemoteLibrary(server) if server else _open_library(settings)
     history: list[Turn] = []

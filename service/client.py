@@ -1,6 +1,7 @@
 """A client of a running citerag service: ``citerag ask --server URL`` (and ``citerag chat --server URL``) asks the
-service that ``make serve`` started instead of loading the index and the model in the command's own process (a cold ``citerag ask`` takes ~15 s on
-2 cores, most of it loading and reading the fixed prompt once; a served question ~3 s).
+service that ``make serve`` started instead of loading the index and the model in the command's own process (a
+cold ``citerag ask`` takes ~15 s on 2 cores, most of it loading and reading the fixed prompt once; a served
+question ~3 s).
 
 :class:`RemoteLibrary` has :class:`~citerag.service.library.Library`'s ``ask`` (plain or streamed), over
 ``POST {url}/ask`` (httpx; the stream's server-sent events read with httpx-sse), and returns the same types
@@ -69,8 +70,7 @@ class RemoteLibrary:
         try:
             response = send()
         except httpx.TransportError as exc:
-            raise ServiceError(f"no citerag service answers at {self.url} ({type(exc).__name__}); start one with "
-                               "`make serve` or `citerag serve`, or leave out --server") from exc
+            raise self._unreachable(exc) from exc
         if response.is_error:
             response.read()
             raise ServiceError(f"the service at {self.url} answered {response.status_code}: {_detail(response)}")
@@ -88,8 +88,12 @@ class RemoteLibrary:
                             raise ServiceError(f"the service at {self.url} failed: {data.get('detail', data)}")
                         yield _event(sse.event, data)
             except httpx.TransportError as exc:
-                raise ServiceError(f"no citerag service answers at {self.url} ({type(exc).__name__}); start one "
-                                   "with `make serve` or `citerag serve`, or leave out --server") from exc
+                raise self._unreachable(exc) from exc
+
+    def _unreachable(self, exc: httpx.TransportError) -> ServiceError:
+        """The error for a service that does not answer, saying how to start one."""
+        return ServiceError(f"no citerag service answers at {self.url} ({type(exc).__name__}); start one with "
+                            "`make serve` or `citerag serve`, or leave out --server")
 
 
 def _event(kind: str, data: dict[str, Any]) -> StreamEvent:

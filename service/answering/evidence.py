@@ -26,7 +26,7 @@ from rank_bm25 import BM25Okapi
 from citerag.index.search import SearchResult
 from citerag.index.text import fold, split_sentences
 from citerag.index.tokenize import tokenize
-from citerag.service.answering.language import OWN_WORK
+from citerag.service.answering.language import INTRODUCING_VERBS, OWN_WORK
 from citerag.service.answering.state import AnswerState
 
 #: (dense, bm25, coverage, rank) weights of the sentence score.
@@ -381,8 +381,7 @@ class SelectEvidence:
         return chosen
 
 
-#: The verbs an abstract introduces what it coins with ("We introduce Polaris, a polar hyperspherical ...").
-_INTRODUCING = r"(?:propose|introduce|present|develop|design|establish|build|construct|create|curate|release)(?:es|s|d)?"
+_INTRODUCING = rf"(?:{INTRODUCING_VERBS})(?:es|s|d)?"  # "we introduce", "is introduced"
 
 
 def introduces(subject: str, text: str) -> bool:

@@ -76,6 +76,10 @@ DENIAL = re.compile(
 #: states"): such a sentence says nothing a reader asked for.
 META_WORDS = frozenset("evidence sentence sentences passage passages excerpt excerpts quoted".split())
 
+#: The verbs an abstract introduces what it coins with ("We introduce Polaris, a ...", "we establish GLEAN, an ..."),
+#: as a regex alternation of base forms (each user adds the endings it accepts).
+INTRODUCING_VERBS = "propose|introduce|present|develop|design|establish|build|construct|create|curate|release"
+
 #: The stock phrases that lead into an abstract's unnamed subject ("In this work, we ...", "To this end, we ...").
 STOCK_LEAD = (r"(?:in|with|through) (?:this|our|the present) (?:work|paper|study|article|research),?\s+"
               r"|here,?\s+|to (?:this|that) end,?\s+")

@@ -13,7 +13,13 @@ from __future__ import annotations
 
 import re
 
-from citerag.service.answering.language import CLAUSE_LEAD, FUNCTION_WORDS, RESEARCH_NOUNS, STOCK_LEAD
+from citerag.service.answering.language import (
+    CLAUSE_LEAD,
+    FUNCTION_WORDS,
+    INTRODUCING_VERBS,
+    RESEARCH_NOUNS,
+    STOCK_LEAD,
+)
 
 #: Irregular third-person singular forms.
 _IRREGULAR = {"have": "has", "are": "is", "were": "was", "do": "does", "go": "goes", "be": "is"}
@@ -30,8 +36,7 @@ _LEAD = re.compile(
     re.IGNORECASE,
 )
 # The verb that introduces a coined name, and its article, at the start of what follows "We".
-_INTRODUCING = (r"^(?:propose|introduce|present|develop|design|establish|build|construct|create|curate|release)(?:es|s)?"
-                r"\s+(?:(?:a|an|the)\s+)?")
+_INTRODUCING = rf"^(?:{INTRODUCING_VERBS})(?:es|s)?\s+(?:(?:a|an|the)\s+)?"
 # An appositive after the name: ", a family of ...".
 _APPOSITIVE = r"\s*,\s+(?P<appositive>(?:a|an|the)\s+.+)$"
 # "we present EDEN, a family of ..." -> the coined name and its appositive: "EDEN is a family of ...".

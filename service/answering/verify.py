@@ -340,8 +340,7 @@ def as_authors_act(sentence: str, evidence: str) -> str:
     gerund, act = _GERUND.match(sentence), _AUTHORS_ACT.search(evidence)
     if not gerund or not act or tokenize(gerund.group("gerund"))[:1] != tokenize(act.group("verb"))[:1]:
         return sentence
-    words = lambda text: re.findall(r"\w[\w-]*", fold(text).lower())  # noqa: E731
-    rest, follows = words(gerund.group("rest")), words(act.group("rest"))
+    rest, follows = (_WORD.findall(fold(text).lower()) for text in (gerund.group("rest"), act.group("rest")))
     return f"We {act.group('verb')} {gerund.group('rest')}" if follows[: len(rest)] == rest else sentence
 
 
