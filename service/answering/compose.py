@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from citerag.index.text import fold
 from citerag.service.answering.evidence import Evidence
-from citerag.service.answering.names import long_form, names_paper, paper_label
+from citerag.service.answering.names import long_form, mentions, named_documents, names_paper, paper_label
 from citerag.service.answering.state import AnswerState, Citation, Statement
 from citerag.service.answering.write import first_word_decision
 
@@ -39,19 +39,25 @@ def spelled_out(text: str, names: list[str], sources: list[str]) -> str:
     return text
 
 
-def statement_text(statement: Statement, evidence: Sequence[Evidence], labelled: bool) -> str:
+def statement_text(statement: Statement, evidence: Sequence[Evidence], labelled: bool,
+                   names: Sequence[str] = ()) -> str:
     """``statement`` as the answer writes it: its text, the markers of the passages holding its evidence
     (``[n]``, each once) and a full stop; ``labelled``: its paper's label before it (``"LU-KV: ..."``) when the text
-    does not name the paper (an answer about several papers, the paper's first sentence).
+    does not name the paper (an answer about several papers, the paper's first sentence), by one of its own names
+    or by one of the question's ``names`` that names it ("Error Encoding Networks" for "Prediction Under Uncertainty
+    with Error Encoding Networks": :func:`~citerag.service.answering.names.named_documents`).
 
     Args:
         statement: a checked statement; ``statement.evidence`` indexes ``evidence``.
         evidence: the evidence the statement rests on.
+        names: the names the question uses (``QuestionInfo.names``).
     """
     text = statement.text.rstrip(" .;:,")
-    document = evidence[statement.evidence[0]].result.document
+    result = evidence[statement.evidence[0]].result
+    document = result.document
     label = paper_label(document)
-    if labelled and label and not names_paper(text, document):
+    called = any(mentions(text, name) and named_documents([name], [result]) for name in names)
+    if labelled and label and not called and not names_paper(text, document):
         text = f"{label}: {text}"
     markers = "".join(f"[{n}]" for n in dict.fromkeys(evidence[i].n for i in statement.evidence))
     return f"{text} {markers}."
@@ -72,7 +78,7 @@ class Compose:
             or state.info.kind == "which_papers"
         for statement in state.statements:
             doc_id = evidence[statement.evidence[0]].doc_id
-            parts.append(statement_text(statement, evidence, several and doc_id not in named_docs))
+            parts.append(statement_text(statement, evidence, several and doc_id not in named_docs, state.info.names))
             named_docs.add(doc_id)
             for i in statement.evidence:
                 item = evidence[i]

@@ -19,6 +19,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import zip_longest
 
 import numpy as np
 from rank_bm25 import BM25Okapi
@@ -217,6 +218,12 @@ EVIDENCE_SENTENCES = 3
 #: At most this many characters of evidence in all (about 4 characters a token): the prompt's length is the
 #: answer's latency.
 MAX_EVIDENCE_CHARS = 700
+#: A question that names two or more papers gets this many sentences of each (the best about its own work first,
+#: then the next best), at most :data:`MAX_NAMED_SENTENCES` in all: "How do SV2P and Error Encoding Networks each
+#: represent uncertainty?" needs the second paper's second sentence ("... encoding the unpredictable components
+#: into a low-dimensional latent variable").
+NAMED_PAPER_SENTENCES = 2
+MAX_NAMED_SENTENCES = 4
 #: A paper is shown in an answer about several papers by its best sentence about its own work (we propose, our
 #: method; or naming the paper) when that scores at least this share of the paper's best sentence: what it does,
 #: not the background it starts from.
@@ -271,7 +278,9 @@ class SelectEvidence:
 
     What is kept: the best ``sentences``, within ``max_chars``; for a question that names two or more papers (or a
     comparison that names one), the best sentence of each named paper too
-    (:func:`~citerag.service.answering.names.named_documents`); for a quantity question, the best sentence
+    (:func:`~citerag.service.answering.names.named_documents`), and when it names two or more, sentences of those
+    papers only, :data:`NAMED_PAPER_SENTENCES` each in turn (a third paper's sentence about the same topic answers
+    nothing asked); for a quantity question, the best sentence
     that states a number when none of those does, and for a definition of an abbreviation the best sentence that
     defines it (:func:`_stating`); for a which-papers question, only the best sentence of each
     paper that scores at least ``paper_ratio`` of the best one, up to ``max_papers`` (one when it asks for one
@@ -334,13 +343,14 @@ class SelectEvidence:
         within :attr:`max_chars` (the first is always kept); ``[]`` when none is left."""
         return self._filled([], (item for item in ranked if item not in chosen))
 
-    def _filled(self, kept: list[Evidence], candidates: Iterable[Evidence]) -> list[Evidence]:
-        """``kept`` extended by ``candidates`` (best first) until it holds :attr:`sentences` or the next would pass
-        :attr:`max_chars` (the first of an empty ``kept`` is always taken); a candidate already kept is skipped."""
+    def _filled(self, kept: list[Evidence], candidates: Iterable[Evidence], limit: int | None = None) -> list[Evidence]:
+        """``kept`` extended by ``candidates`` (best first) until it holds ``limit`` (default :attr:`sentences`)
+        or the next would pass :attr:`max_chars` (the first of an empty ``kept`` is always taken); a candidate
+        already kept is skipped."""
         kept = list(kept)
         chars = sum(len(item.text) for item in kept)
         for item in candidates:
-            if len(kept) >= self.sentences or (kept and chars + len(item.text) > self.max_chars):
+            if len(kept) >= (limit or self.sentences) or (kept and chars + len(item.text) > self.max_chars):
                 break
             if item not in kept:
                 kept.append(item)
@@ -370,6 +380,12 @@ class SelectEvidence:
                 return _unique([item for d in papers for item in (by_doc[d][0], own[d])])
             return _unique([firsts[d] for d in papers])
         several = len(named) >= 2 or kind == "comparison"
+        if several and len(papers := [d for d in named if d in by_doc]) >= 2:
+            # about the papers it names, not others like them: each paper's sentences in turn, its own work first
+            turns = [[firsts[d], *(item for item in by_doc[d] if item is not firsts[d])] for d in papers]
+            in_turn = [item for row in zip_longest(*turns) for item in row if item is not None]
+            return self._filled([], in_turn, max(self.sentences, min(NAMED_PAPER_SENTENCES * len(papers),
+                                                                     MAX_NAMED_SENTENCES)))
         chosen = self._filled(_unique([ranked[0], *(firsts[d] for d in (named if several else []) if d in firsts)]),
                               ranked[1:])
         states = _stating(kind, names, subject)

@@ -188,23 +188,40 @@ def long_form(short: str, text: str) -> str | None:
     return found if len(found.split()) > 1 and short.lower() not in found.lower().split() else None
 
 
+# A title or name the question quotes: 'Dissecting Adam', "On the Convergence of Adam and Beyond", ‘X’ (a quote
+# not inside a word, so "Adam's" opens none; capitalised, at most ~15 words).
+_QUOTED = re.compile(r"""(?<!\w)['"‘“]([A-Z][^'"‘’“”?]{0,118}?)['"’”](?!\w)""")
+
+
 def question_names(question: str) -> list[str]:
-    """The names ``question`` mentions, in order: name-shaped tokens (:func:`names_in`) and runs of two or more
-    capitalised words after its first word ("Error Encoding Networks", "Critique Fine-Tuning").
+    """The names ``question`` mentions, in order: what it quotes ('On the Convergence of Adam and Beyond'),
+    name-shaped tokens (:func:`names_in`) and runs of two or more capitalised words after its first word ("Error
+    Encoding Networks", "Critique Fine-Tuning"; a run ends at a full stop or a quote).
 
     >>> question_names("How do SV2P and Error Encoding Networks each model uncertainty?")
     ['SV2P', 'Error Encoding Networks']
+    >>> question_names("Two papers study Adam: 'Dissecting Adam' and 'On the Convergence of Adam and Beyond'. What ...?")
+    ['Dissecting Adam', 'On the Convergence of Adam and Beyond']
     """
     folded = fold(question)
-    found = [(folded.find(name), name) for name in dict.fromkeys(names_in(folded))]
+    quoted = list(_QUOTED.finditer(folded))
+    found = [(match.start(1), match.group(1).strip()) for match in quoted]
+    for match in reversed(quoted):  # the rest is read without the quoted titles
+        folded = folded[: match.start()] + " " * (match.end() - match.start()) + folded[match.end():]
+    found += [(folded.find(name), name) for name in dict.fromkeys(names_in(folded))]
     words = list(re.finditer(r"[^\s,;:?!()]+", folded))
-    run: list[re.Match[str]] = []
+    run: list[tuple[int, str]] = []  # (offset, word) of the capitalised words in a row
+    opens = False  # the word opens a sentence: its capital says nothing
     for match in [*words[1:], None]:
-        if match is not None and match.group(0)[0].isupper() and not match.group(0).isupper():
-            run.append(match)
-            continue
+        word = match.group(0).strip("'\"‘’“”") if match is not None else ""
+        sentence_start, opens = opens, word.endswith(".")
+        ends = opens or (match is not None and match.group(0)[-1] in "'\"’”")
+        if match is not None and word[:1].isupper() and not word.isupper() and not sentence_start:
+            run.append((match.start(), word.rstrip(".")))
+            if not ends:
+                continue
         if len(run) >= 2:
-            found.append((run[0].start(), " ".join(m.group(0) for m in run)))
+            found.append((run[0][0], " ".join(word for _, word in run)))
         run = []
     names: list[str] = []
     for _, name in sorted(found):

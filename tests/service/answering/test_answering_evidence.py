@@ -91,10 +91,13 @@ def test_a_which_papers_question_gets_each_qualifying_papers_best_sentence() -> 
     assert len(singular.evidence) == 1 and singular.evidence[0].doc_id in {"ml", "ml2"}  # the paper that fits best
 
 
-def test_a_question_naming_two_papers_gets_the_best_sentence_of_each() -> None:
-    passages = [result("covid", COVID, title="DC-SIGNR in placenta"), result("ml", ML, rank=2)]
-    state = _selected("What did the DC-SIGNR study and LU-KV each find?", passages, sentences=1)
-    assert [e.doc_id for e in state.evidence] == ["covid", "ml"]
+def test_a_question_naming_two_papers_gets_two_sentences_of_each_and_none_of_other_papers() -> None:
+    passages = [result("covid", COVID, title="DC-SIGNR in placenta"), result("pubmed", PUBMED, rank=2),
+                result("ml", ML, rank=3)]
+    state = _selected("What did the DC-SIGNR study and LU-KV each find?", passages, sentences=1, max_chars=2000)
+    assert [e.doc_id for e in state.evidence] == ["covid", "covid", "ml", "ml"]  # the unnamed pubmed paper: none
+    short = _selected("What did the DC-SIGNR study and LU-KV each find?", passages, sentences=1, max_chars=10)
+    assert [e.doc_id for e in short.evidence] == ["covid"]  # within the character budget, in turn from the first
 
 
 def test_no_sentence_to_answer_from_abstains() -> None:

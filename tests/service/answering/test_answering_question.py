@@ -85,6 +85,10 @@ def test_names_and_the_documents_a_question_names() -> None:
     assert names_in("Does LU-KV beat an LLM-free baseline on GPT-4 outputs?") == ["LU-KV", "GPT-4"]
     assert question_names("Does remdesivir shorten recovery in ACTT-1, as the Adaptive Covid Trial asks?") \
         == ["ACTT-1", "Adaptive Covid Trial"]
+    # quoted titles are names, whatever their case; a capitalised run ends at a full stop or a quote
+    assert question_names("Papers 'Dissecting Adam' and \u201cOn the Convergence of Adam and Beyond\u201d. What does "
+                          "each blame?") == ["Dissecting Adam", "On the Convergence of Adam and Beyond"]
+    assert question_names("Is Adam's step size like Error Encoding Networks?") == ["Error Encoding Networks"]
     passages = [result("covid", COVID, title="DC-SIGNR in placenta"), result("ml", ML, rank=2)]
     assert named_documents(["DC-SIGNR", "LU-KV"], passages) == ["covid", "ml"]  # by title and by coined name
     assert named_documents(["MTCT"], passages) == []  # only mentioned by its paper

@@ -375,6 +375,19 @@ def test_a_paper_named_by_its_title_head_gets_no_label_before_it() -> None:
     assert state.answer == "LU-KV keeps 90% accuracy [1]."
 
 
+def test_a_paper_called_by_the_name_the_question_gives_it_gets_no_label_before_it() -> None:
+    title = "Prediction Under Uncertainty with Error Encoding Networks"
+    passages = [result("ml", ML, title=title), result("covid", COVID, rank=2, title="DC-SIGNR in placenta")]
+    state = _state("How do Error Encoding Networks and the DC-SIGNR study each work?", passages)
+    ml = next(i for i, e in enumerate(state.evidence) if e.doc_id == "ml")
+    covid = next(i for i, e in enumerate(state.evidence) if e.doc_id == "covid")
+    state.statements = [Statement("Error Encoding Networks keep 90% accuracy", (ml,)),
+                        Statement("MTCT is the main cause", (covid,))]
+    Compose().run(state)
+    assert state.answer == ("Error Encoding Networks keep 90% accuracy [1]. "
+                            "DC-SIGNR in placenta: MTCT is the main cause [2].")
+
+
 # --- runner --------------------------------------------------------------------------------------------------------
 
 def test_the_pipeline_runs_each_step_once_in_order_and_streams() -> None:
