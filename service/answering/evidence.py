@@ -27,7 +27,7 @@ from rank_bm25 import BM25Okapi
 from citerag.index.search import SearchResult
 from citerag.index.text import fold, split_sentences
 from citerag.index.tokenize import tokenize
-from citerag.service.answering.language import INTRODUCING_VERBS, OWN_WORK
+from citerag.service.answering.language import FINDING_SECTION_WORDS, INTRODUCING_VERBS, OWN_WORK, SECTION_LABEL
 from citerag.service.answering.state import AnswerState
 
 #: (dense, bm25, coverage, rank) weights of the sentence score.
@@ -245,6 +245,42 @@ MAX_CANDIDATE_PAPERS = 6
 JUDGED_OWN_SCORE_RATIO = 0.4
 
 
+#: A yes/no question weighs a sentence of a structured abstract's background, objective or methods at this share of
+#: its score (:func:`findings_first`): such sentences restate what the study asked ("OBJECTIVE: This study aimed to
+#: evaluate the utility of risk stratification ...") and the model, reading them, guesses; the answer is in what it
+#: found (chosen on PubMedQA's dev questions: eval/results/qa.md).
+STATED_SECTION_WEIGHT = 0.5
+
+
+def section(text: str, offset: int) -> str | None:
+    """The structured-abstract section label (:data:`~citerag.service.answering.language.SECTION_LABEL`) in force
+    at ``offset`` of ``text``: the last one at or before it; ``None`` when there is none (an unstructured
+    abstract).
+
+    >>> text = "BACKGROUND: Tidal volume varies. RESULTS: Two hands gave more volume."
+    >>> section(text, 0), section(text, text.index("Two")), section("We propose LU-KV.", 3)
+    ('BACKGROUND', 'RESULTS', None)
+    """
+    last = None
+    for match in SECTION_LABEL.finditer(text, 0, offset + 48):  # a label starting at ``offset`` ends within it
+        if match.start() <= offset:
+            last = match.group(1)
+    return last
+
+
+def findings_first(ranked: Sequence[Evidence], weight: float = STATED_SECTION_WEIGHT) -> list[Evidence]:
+    """``ranked`` re-ordered for a yes/no question: a sentence under a structured abstract's section label that
+    reports no findings (:data:`~citerag.service.answering.language.FINDING_SECTION_WORDS`: not RESULTS or
+    CONCLUSIONS) counts ``weight`` of its score; unlabelled sentences and findings count in full. The scores
+    themselves are kept."""
+    def key(item: Evidence) -> float:
+        label = section(item.result.document.text, item.start)
+        stated = label is not None and not FINDING_SECTION_WORDS & set(re.split(r"[\s&/-]+", label))
+        return -item.score * (weight if stated else 1.0)
+
+    return sorted(ranked, key=key)
+
+
 def own_work_first(items: Sequence[Evidence], ratio: float = OWN_SCORE_RATIO) -> Evidence:
     """A paper's sentence for an answer about several papers: of ``items`` (one paper's sentences, best first), the
     best about the paper's own work (:data:`~citerag.service.answering.language.OWN_WORK`, or naming the paper)
@@ -329,6 +365,8 @@ class SelectEvidence:
         if not ranked:
             state.abstain("the passages hold no sentence to answer from")
             return
+        if state.info.kind == "yes_no":
+            ranked = findings_first(ranked)
         state.named = named_documents(state.info.names, state.passages)
         chosen = self.chosen(ranked, state.named, state.info.kind, 1 if state.info.one_paper else self.max_papers,
                              state.info.names, judged=self.judged_papers and state.info.polar is not None,

@@ -79,6 +79,12 @@ META_WORDS = frozenset("evidence sentence sentences passage passages excerpt exc
 #: The verbs an abstract introduces what it coins with ("We introduce Polaris, a ...", "we establish GLEAN, an ..."),
 #: as a regex alternation of base forms (each user adds the endings it accepts).
 INTRODUCING_VERBS = "propose|introduce|present|develop|design|establish|build|construct|create|curate|release"
+#: A structured abstract's section label ("RESULTS:", "MATERIALS AND METHODS:"; NLM's structured-abstract format,
+#: https://www.nlm.nih.gov/bsd/policy/structured_abstracts.html): capitals before a colon, at a sentence's start.
+SECTION_LABEL = re.compile(r"(?:^|(?<=[.\s]))([A-Z][A-Z &/-]{2,40}):\s")
+#: The words of the section labels under which an abstract reports what it found (NLM's categories RESULTS and
+#: CONCLUSIONS), as against BACKGROUND, OBJECTIVE and METHODS, which state what was asked and how.
+FINDING_SECTION_WORDS = frozenset("RESULT RESULTS FINDINGS CONCLUSION CONCLUSIONS INTERPRETATION DISCUSSION".split())
 
 #: The stock phrases that lead into an abstract's unnamed subject ("In this work, we ...", "To this end, we ...").
 STOCK_LEAD = (r"(?:in|with|through) (?:this|our|the present) (?:work|paper|study|article|research),?\s+"

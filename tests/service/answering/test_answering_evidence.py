@@ -6,7 +6,14 @@ from dataclasses import replace
 
 import pytest
 
-from citerag.service.answering.evidence import SelectEvidence, candidate_sentences, grouped, select_evidence, sentence_scores
+from citerag.service.answering.evidence import (
+    SelectEvidence,
+    candidate_sentences,
+    findings_first,
+    grouped,
+    select_evidence,
+    sentence_scores,
+)
 from citerag.service.answering.question import analyse
 from citerag.service.answering.state import AnswerState
 from tests.conftest import HashEmbedder
@@ -98,6 +105,23 @@ def test_a_question_naming_two_papers_gets_two_sentences_of_each_and_none_of_oth
     assert [e.doc_id for e in state.evidence] == ["covid", "covid", "ml", "ml"]  # the unnamed pubmed paper: none
     short = _selected("What did the DC-SIGNR study and LU-KV each find?", passages, sentences=1, max_chars=10)
     assert [e.doc_id for e in short.evidence] == ["covid"]  # within the character budget, in turn from the first
+
+
+def test_a_yes_no_question_reads_what_a_structured_abstract_found_before_what_it_asked() -> None:
+    text = ("OBJECTIVE: This study evaluated whether manual resuscitators deliver accurate tidal volume. "
+            "METHODS: Forty nurses ventilated a test lung. "
+            "RESULTS: Manual resuscitators gave a tidal volume far above the target volume with two hands.")
+    question = "Can you deliver accurate tidal volume by manual resuscitator?"
+    ranked = select_evidence(question, [result("pm", text)], HashEmbedder().encode)
+    assert ranked[0].text.startswith("OBJECTIVE")  # the restated question scores best
+    assert findings_first(ranked)[0].text.startswith("RESULTS")  # at half its score, the finding comes first
+    state = _selected(question, [result("pm", text)], sentences=1)
+    assert state.info.kind == "yes_no" and state.evidence[0].text.startswith("RESULTS")
+    assert _selected("What did the study evaluate?", [result("pm", text)], sentences=1).evidence[0].text.startswith(
+        "OBJECTIVE")  # only a yes/no question: other kinds ask what is stated
+    unstructured = [result("ml", ML)]  # no section labels: the order stands
+    assert findings_first(select_evidence(question, unstructured, HashEmbedder().encode)) == select_evidence(
+        question, unstructured, HashEmbedder().encode)
 
 
 def test_no_sentence_to_answer_from_abstains() -> None:
