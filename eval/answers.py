@@ -109,7 +109,8 @@ def judge(question: DevQuestion, answer: AnswerLike) -> AnswerRecord:
         if question.papers:
             correct = correct and all(named)
     several = question.kind in SEVERAL_PAPER_KINDS or getattr(answer, "kind", "") in SEVERAL_PAPERS
-    problems = () if answer.abstained else tuple(readability_problems(answer.answer, answer.citations, several))
+    problems = () if answer.abstained else tuple(readability_problems(answer.answer, answer.citations, several,
+                                                                      question.question))
     return AnswerRecord(
         question.qid, question.kind, correct, answer.abstained, relevant, len(answer.citations), out_of_range,
         answer.answer, answer.timings_ms, answer.reason, answer.raw, sum(named), len(named),

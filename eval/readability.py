@@ -8,7 +8,7 @@
    and its last word before the markers is not a function word ("... of a standard [1].").
 4. **Every cited paper named** (which-papers and comparison answers): each cited document's title, the title's
    head before a colon or the name its abstract coins (:func:`~citerag.service.answering.names.paper_names`), when
-   it has one, appears in the answer.
+   it has one, or the name the question calls it by, appears in the answer.
 """
 
 from __future__ import annotations
@@ -19,16 +19,18 @@ from typing import Any
 
 from citerag.index.text import split_sentences
 from citerag.service.answering.language import CITATION_MARKER, FUNCTION_WORDS, PRONOUN_OPENING
-from citerag.service.answering.names import names_paper, paper_label, paper_names
+from citerag.service.answering.names import called_as_asked, names_paper, paper_label, paper_names, question_names
 
 _LAST_WORD = re.compile(r"([^\W_][\w-]*)\W*$")
 #: Function words that can close a sentence, standing for a noun phrase ("... predicting sequence, rate, or both.").
 _CAN_END = frozenset({"both", "all", "each", "either", "neither", "none", "one", "others", "too"})
 
 
-def readability_problems(answer: str, citations: Sequence[Any] = (), name_papers: bool = False) -> list[str]:
+def readability_problems(answer: str, citations: Sequence[Any] = (), name_papers: bool = False,
+                         question: str = "") -> list[str]:
     """The rules (module docstring) ``answer`` breaks, one line each (``[]``: none). ``citations`` need
-    ``result.document`` (for rule 4, applied when ``name_papers``).
+    ``result.document`` (for rule 4, applied when ``name_papers``; a paper is named too by the name ``question``
+    gives it: :func:`~citerag.service.answering.names.called_as_asked`).
 
     >>> readability_problems("We perform SMC over trajectories [1].")
     ["opens with a pronoun: 'We perform SMC over trajectories [1].'"]
@@ -52,8 +54,10 @@ def readability_problems(answer: str, citations: Sequence[Any] = (), name_papers
         if not re.search(r"[.!?]$", sentence.strip()) or (word in FUNCTION_WORDS and word not in _CAN_END):
             problems.append(f"ends mid-sentence: {sentence!r}")
     if name_papers:
+        asked = question_names(question)
         for citation in citations:
             document = citation.result.document
-            if paper_names(document) and not names_paper(text, document):
+            if paper_names(document) and not (names_paper(text, document)
+                                              or called_as_asked(text, asked, citation.result)):
                 problems.append(f"does not name {paper_label(document)!r}")
     return list(dict.fromkeys(problems))

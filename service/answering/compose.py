@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from citerag.index.text import fold
 from citerag.service.answering.evidence import Evidence
-from citerag.service.answering.names import long_form, mentions, named_documents, names_paper, paper_label
+from citerag.service.answering.names import called_as_asked, long_form, names_paper, paper_label
 from citerag.service.answering.state import AnswerState, Citation, Statement
 from citerag.service.answering.write import first_word_decision
 
@@ -56,8 +56,7 @@ def statement_text(statement: Statement, evidence: Sequence[Evidence], labelled:
     result = evidence[statement.evidence[0]].result
     document = result.document
     label = paper_label(document)
-    called = any(mentions(text, name) and named_documents([name], [result]) for name in names)
-    if labelled and label and not called and not names_paper(text, document):
+    if labelled and label and not called_as_asked(text, names, result) and not names_paper(text, document):
         text = f"{label}: {text}"
     markers = "".join(f"[{n}]" for n in dict.fromkeys(evidence[i].n for i in statement.evidence))
     return f"{text} {markers}."

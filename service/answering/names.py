@@ -270,3 +270,10 @@ def named_documents(names: Sequence[str], passages: Sequence[SearchResult]) -> l
                     docs.append(document.doc_id)
                 break
     return docs
+
+
+def called_as_asked(text: str, names: Sequence[str], result: SearchResult) -> bool:
+    """Whether ``text`` calls ``result``'s document by a name the question gave it: one of ``names`` (the
+    question's, :func:`question_names`) that names the document (:func:`named_documents`: "Error Encoding Networks"
+    names "Prediction Under Uncertainty with Error Encoding Networks") and that ``text`` mentions as whole words."""
+    return any(mentions(text, name) and named_documents([name], [result]) for name in names)

@@ -62,6 +62,11 @@ def test_readability_rules_one_by_one() -> None:
     assert readability_problems("XGES deletes edges early [1].", cited, name_papers=True) == []
     assert readability_problems("Extremely Greedy Equivalence Search deletes edges [1].", cited, name_papers=True) == []
     assert readability_problems("It deletes edges early [1].", cited, name_papers=True)[-1].startswith("does not name")
+    # ... or by the name the question calls it: a run of its title's words
+    asked = "How do Greedy Equivalence Search and Harmonic-NAS each search?"
+    assert readability_problems("Greedy Equivalence Search deletes edges [1].", cited, True, asked) == []
+    assert readability_problems("Greedy Equivalence Search deletes edges [1].", cited, True)[-1].startswith(
+        "does not name")
     # ... or by its title's head before a colon
     titled = Document("d2", "Harmonic-NAS: Hardware-Aware Search", "Searching on devices is costly.", "")
     cited = [SimpleNamespace(result=SimpleNamespace(document=titled))]
