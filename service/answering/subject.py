@@ -28,8 +28,8 @@ _INVARIANT = frozenset(
     """can could may might must shall should will would cannot found made built took gave saw ran wrote held kept
     led brought thought got set put cut had did was showed""".split()
 )
-_ADVERB = re.compile(r"^(?:\w+ly|also|further|then|first|now|here|additionally|moreover|finally|thus|therefore|still)$",
-                     re.IGNORECASE)
+_ADVERB = re.compile(r"^(?:\w+ly|also|too|further|then|first|next|now|here|additionally|moreover|finally|thus|"
+                     r"therefore|still|again|even|instead|often|always|never|already)$", re.IGNORECASE)
 _LEAD = re.compile(
     rf"^\s*(?:{STOCK_LEAD}|specifically,?\s+|finally,?\s+|moreover,?\s+|in addition,?\s+"
     rf"|{CLAUSE_LEAD}(?=(?:we|our|this|these|it|its|they|their)\b))",
@@ -185,6 +185,8 @@ def name_subject(sentence: str, label: str, paper: str = "The paper") -> str:
     'Faire (Functional alignment) is a reinforcement learning framework.'
     >>> name_subject("To address these limits, we propose GP-EquiFlow, an equivariant flow model.", "GP-EquiFlow")
     'GP-EquiFlow is an equivariant flow model.'
+    >>> name_subject("For this reason, we too focus on tree-based models.", "HOTs")  # an adverb before the verb
+    'HOTs too focuses on tree-based models.'
     >>> name_subject("We empirically demonstrate, for the first time, a scaling law.", "The paper")
     'The paper empirically demonstrates, for the first time, a scaling law.'
     >>> name_subject("We introduce Divergence Decoding (DD), a decoding method.", "DD")
