@@ -19,7 +19,7 @@ from typing import Any
 
 from citerag.index.text import split_sentences
 from citerag.service.answering.language import CITATION_MARKER, FUNCTION_WORDS, PRONOUN_OPENING
-from citerag.service.answering.names import called_as_asked, names_paper, paper_label, paper_names, question_names
+from citerag.service.answering.names import names_paper, paper_label, paper_names, question_names
 
 _LAST_WORD = re.compile(r"([^\W_][\w-]*)\W*$")
 #: Function words that can close a sentence, standing for a noun phrase ("... predicting sequence, rate, or both.").
@@ -30,7 +30,7 @@ def readability_problems(answer: str, citations: Sequence[Any] = (), name_papers
                          question: str = "") -> list[str]:
     """The rules (module docstring) ``answer`` breaks, one line each (``[]``: none). ``citations`` need
     ``result.document`` (for rule 4, applied when ``name_papers``; a paper is named too by the name ``question``
-    gives it: :func:`~citerag.service.answering.names.called_as_asked`).
+    gives it: :func:`~citerag.service.answering.names.names_paper`).
 
     >>> readability_problems("We perform SMC over trajectories [1].")
     ["opens with a pronoun: 'We perform SMC over trajectories [1].'"]
@@ -57,7 +57,6 @@ def readability_problems(answer: str, citations: Sequence[Any] = (), name_papers
         asked = question_names(question)
         for citation in citations:
             document = citation.result.document
-            if paper_names(document) and not (names_paper(text, document)
-                                              or called_as_asked(text, asked, citation.result)):
+            if paper_names(document) and not names_paper(text, document, asked):
                 problems.append(f"does not name {paper_label(document)!r}")
     return list(dict.fromkeys(problems))

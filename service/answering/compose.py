@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from citerag.index.text import fold
 from citerag.service.answering.evidence import Evidence
-from citerag.service.answering.names import called_as_asked, long_form, names_paper, paper_label
+from citerag.service.answering.names import long_form, names_paper, paper_label
 from citerag.service.answering.state import AnswerState, Citation, Statement
 from citerag.service.answering.write import first_word_decision
 
@@ -45,7 +45,7 @@ def statement_text(statement: Statement, evidence: Sequence[Evidence], labelled:
     (``[n]``, each once) and a full stop; ``labelled``: its paper's label before it (``"LU-KV: ..."``) when the text
     does not name the paper (an answer about several papers, the paper's first sentence), by one of its own names
     or by one of the question's ``names`` that names it ("Error Encoding Networks" for "Prediction Under Uncertainty
-    with Error Encoding Networks": :func:`~citerag.service.answering.names.named_documents`).
+    with Error Encoding Networks": :func:`~citerag.service.answering.names.names_paper`).
 
     Args:
         statement: a checked statement; ``statement.evidence`` indexes ``evidence``.
@@ -53,10 +53,9 @@ def statement_text(statement: Statement, evidence: Sequence[Evidence], labelled:
         names: the names the question uses (``QuestionInfo.names``).
     """
     text = statement.text.rstrip(" .;:,")
-    result = evidence[statement.evidence[0]].result
-    document = result.document
+    document = evidence[statement.evidence[0]].result.document
     label = paper_label(document)
-    if labelled and label and not called_as_asked(text, names, result) and not names_paper(text, document):
+    if labelled and label and not names_paper(text, document, names):
         text = f"{label}: {text}"
     markers = "".join(f"[{n}]" for n in dict.fromkeys(evidence[i].n for i in statement.evidence))
     return f"{text} {markers}."

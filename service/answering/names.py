@@ -134,11 +134,14 @@ def paper_names(document: Document) -> list[str]:
     return [name for name in dict.fromkeys(names) if name]
 
 
-def names_paper(text: str, document: Document) -> bool:
-    """Whether ``text`` names ``document`` by one of :func:`paper_names` (case and accents folded); ``False`` for a
-    document without a name."""
+def names_paper(text: str, document: Document, asked: Sequence[str] = ()) -> bool:
+    """Whether ``text`` names ``document`` by one of :func:`paper_names` (case and accents folded), or by one of
+    ``asked`` (the question's names, :func:`question_names`) that names the document (:func:`is_called`:
+    "Error Encoding Networks" for "Prediction Under Uncertainty with Error Encoding Networks") and ``text`` mentions
+    as whole words; ``False`` for a document without a name."""
     folded = fold(text).lower()
-    return any(fold(name).lower() in folded for name in paper_names(document))
+    return any(fold(name).lower() in folded for name in paper_names(document)) or any(
+        mentions(text, name) and is_called(document, name) for name in asked)
 
 
 def paper_label(document: Document) -> str | None:
@@ -245,6 +248,13 @@ def mentions(text: str, name: str) -> bool:
     return bool(re.search(rf"(?<!\w){re.escape(_words(name))}(?!\w)", _words(text)))
 
 
+def is_called(document: Document, name: str) -> bool:
+    """Whether ``name`` names ``document``: its title holds the name as whole words, or the name its abstract coins
+    is the name (case, hyphens and punctuation ignored: :func:`mentions`)."""
+    coined = coined_name(document.text)
+    return mentions(document.title, name) or bool(coined and _words(coined) == _words(name))
+
+
 def named_documents(names: Sequence[str], passages: Sequence[SearchResult]) -> list[str]:
     """The retrieved documents that ``names`` (a question's, :func:`question_names`) name, in the order named: a
     name names the best-ranked document called so, by its title (the name in it as whole words, case ignored) or
@@ -264,16 +274,8 @@ def named_documents(names: Sequence[str], passages: Sequence[SearchResult]) -> l
     for name in names:
         for result in passages:
             document = result.document
-            coined = coined_name(document.text)
-            if mentions(document.title, name) or (coined and _words(coined) == _words(name)):
+            if is_called(document, name):
                 if document.doc_id not in docs:
                     docs.append(document.doc_id)
                 break
     return docs
-
-
-def called_as_asked(text: str, names: Sequence[str], result: SearchResult) -> bool:
-    """Whether ``text`` calls ``result``'s document by a name the question gave it: one of ``names`` (the
-    question's, :func:`question_names`) that names the document (:func:`named_documents`: "Error Encoding Networks"
-    names "Prediction Under Uncertainty with Error Encoding Networks") and that ``text`` mentions as whole words."""
-    return any(mentions(text, name) and named_documents([name], [result]) for name in names)
