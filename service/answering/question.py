@@ -39,7 +39,7 @@ QuestionKind = Literal["yes_no", "which_papers", "comparison", "number", "defini
 SEVERAL_PAPERS: frozenset[str] = frozenset({"which_papers", "comparison"})
 
 _AUXILIARY = re.compile(rf"^\s*(?:{'|'.join(AUXILIARIES)})\b", re.IGNORECASE)
-_ALTERNATIVE = re.compile(r"\bor\b", re.IGNORECASE)
+_OR = re.compile(r"\bor\b", re.IGNORECASE)
 _WH_WORD = re.compile(rf"\b(?:{'|'.join(WH_WORDS)})\b", re.IGNORECASE)
 _IMPERATIVE = re.compile(rf"^\s*(?:{'|'.join(IMPERATIVES)})\b", re.IGNORECASE)
 # A clause boundary inside a question: a colon, or a full stop before a capital that does not end a one-letter
@@ -100,16 +100,39 @@ def is_yes_no(question: str) -> bool:
     """
     question = question.strip()
     clause = _CLAUSE.split(question)[-1]
-    if _ALTERNATIVE.search(clause):
+    if offers_alternatives(clause):
         return False
     if _AUXILIARY.match(clause):
         return True
-    opening = _WH_WORD.match(question)
-    rest = question[opening.end():] if opening else question
-    main = re.split(r",\s+", question)[-1]
-    if _AUXILIARY.match(main) and not _ALTERNATIVE.search(main) and not _WH_WORD.search(rest):
+    # A wh-word inside the main clause is a relative one ("points where the loss is differentiable"); one that
+    # opens a clause between the opening and the main clause asks its own question ("With X, what were Y, ...").
+    *leading, main = re.split(r",\s+", question)
+    if _AUXILIARY.match(main) and not any(_WH_WORD.match(part) for part in leading[1:]):
         return True
     return question.endswith("?") and not _WH_WORD.search(question) and not _IMPERATIVE.match(question)
+
+
+def offers_alternatives(clause: str) -> bool:
+    """True when ``clause`` asks to choose between alternatives joined by "or": the "or" comes before its last
+    word ("Are they the same or different?") or before a comparative ("Is A or B faster?", "Is A or B more
+    accurate?"). An "or" inside the clause joins parts of a yes/no question ("Does surgery or radiation improve
+    survival?", "Are abscesses, phlegmons, or recurrent disease contraindications?"), as does "or not" and an
+    open-ended number ("patients aged 80 or older").
+
+    >>> offers_alternatives("Is A or B faster?"), offers_alternatives("Is it continuous or discontinuous?")
+    (True, True)
+    >>> offers_alternatives("Does surgery or radiation improve survival?"), offers_alternatives("Is X safe or not?")
+    (False, False)
+    >>> offers_alternatives("Is repair justified for patients aged 80 or older?")
+    False
+    """
+    for match in _OR.finditer(clause):
+        before, after = clause[:match.start()].split(), re.findall(r"[\w-]+", clause[match.end():].lower())
+        if not after or after == ["not"] or (before and any(c.isdigit() for c in before[-1])):
+            continue
+        if len(after) == 1 or any(word in COMPARATIVES or word in ("more", "less") for word in after):
+            return True
+    return False
 
 
 def asks_which_papers(question: str) -> bool:

@@ -19,6 +19,12 @@ from tests.service.answering.fixed import COVID, ML, result
      ("Has use by U.S. adults changed since 2010?", True),  # "U.S." is no clause boundary
      ("When filters are removed, are sparse libraries needed?", True),
      ("Is A or B faster?", False), ("What cells are infected by PEDV?", False), ("Why do levels drop?", False),
+     # a relative wh-word in the main clause; "or" inside the question joins parts of it
+     ("For ReLU networks, are local minima points where the loss is differentiable?", True),
+     ("Does surgery or radiation therapy impact survival in small cell cancers?", True),
+     ("Is repair justified for patients aged 80 or older?", True), ("Is the drug safe or not?", True),
+     ("Are the groups the same or different?", False), ("Is method A or method B more accurate on ImageNet?", False),
+     ("With X fixed, what were the costs, were they high?", False),
      ("List the trials of remdesivir?", False)],
 )
 def test_yes_no_questions(question: str, yes_no: bool) -> None:
