@@ -122,6 +122,10 @@ class Settings(BaseSettings):
         0.85, ge=0.0, le=1.0, description="The confidence a question (not a yes/no one) needs when one of its content "
         "words is in no indexed passage (0: off; chosen on dev questions: eval/results/qa.md).",
     )
+    close_cosine: float = Field(
+        0.60, ge=0.0, le=1.0, description="An evidence sentence at least this close to the question (cosine "
+        "similarity) answers it whatever the model's confidence (1: off; chosen on dev questions: eval/results/qa.md).",
+    )
     second_look: bool = Field(
         True, description="Before abstaining, judge the next-best evidence sentences in place of the first ones "
         "(eval/results/qa.md).",

@@ -17,7 +17,7 @@ from citerag.index.backend import Searcher
 from citerag.index.filters import Filters
 from citerag.service.answering.compose import Compose
 from citerag.service.answering.evidence import EVIDENCE_SENTENCES, Encode, SelectEvidence
-from citerag.service.answering.judge import MIN_CONFIDENCE, MIN_CONFIDENCE_UNSEEN, Judge, JudgePapers
+from citerag.service.answering.judge import CLOSE_COSINE, MIN_CONFIDENCE, MIN_CONFIDENCE_UNSEEN, Judge, JudgePapers
 from citerag.service.answering.prompts import FIXED_MESSAGES
 from citerag.service.answering.question import Analyse
 from citerag.service.answering.retrieve import MIN_DENSE_SCORE, Retrieve
@@ -110,6 +110,7 @@ def evidence_pipeline(
     max_answer_tokens: int = MAX_ANSWER_TOKENS,
     second_look: bool = True,
     judge_papers: bool = True,
+    close_cosine: float = CLOSE_COSINE,
 ) -> AnswerPipeline:
     """The default pipeline: analyse -> retrieve -> select evidence -> judge papers -> judge -> write -> verify ->
     compose.
@@ -119,8 +120,8 @@ def evidence_pipeline(
         generator: the loaded chat model.
         encode: the dense encoder (``list[str] -> (n, dim) float32``, L2-normalised rows), for evidence scoring.
         default_k: passages retrieved per question when a call gives no ``k``.
-        min_dense_score, evidence_sentences, min_confidence, min_confidence_unseen, max_answer_tokens, second_look:
-            the components' settings (see each).
+        min_dense_score, evidence_sentences, min_confidence, min_confidence_unseen, max_answer_tokens, second_look,
+            close_cosine: the components' settings (see each).
         judge_papers: judge each candidate paper of a which-papers question (:class:`~citerag.service.answering.
             judge.JudgePapers`); off, the papers whose best sentence scores half the best one's are named.
     """
@@ -131,7 +132,7 @@ def evidence_pipeline(
             Retrieve(searcher, min_dense_score),
             SelectEvidence(encode, evidence_sentences, judged_papers=judge_papers),
             *([JudgePapers(generator)] if judge_papers else []),
-            Judge(generator, searcher, min_confidence, min_confidence_unseen, second_look),
+            Judge(generator, searcher, min_confidence, min_confidence_unseen, second_look, close_cosine),
             Write(generator, max_answer_tokens),
             Verify(),
             Compose(),

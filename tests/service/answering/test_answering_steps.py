@@ -54,13 +54,14 @@ def test_the_writer_prompt_extends_the_judge_prompt() -> None:
 # --- judge ---------------------------------------------------------------------------------------------------------
 
 def test_the_judge_abstains_below_the_threshold_and_keeps_its_prefix_cached() -> None:
+    # close_cosine=1.0: the close-evidence rule off (the stand-in embedder's cosines are not the model's)
     state = _state("What is the main cause of HIV-1 infection in children?", [result("covid", COVID)])
     generator = FixedGenerator(judge=0.1)
-    Judge(generator).run(state)
+    Judge(generator, close_cosine=1.0).run(state)
     assert state.abstained and "confidence 0.10 < 0.65" in state.reason
     assert generator.calls[0]["pin"] is False and generator.pins == 1  # re-pinned: the writer will not run
     sure = _state("What is the main cause of HIV-1 infection in children?", [result("covid", COVID)])
-    Judge(FixedGenerator(judge=0.9)).run(sure)
+    Judge(FixedGenerator(judge=0.9), close_cosine=1.0).run(sure)
     assert not sure.abstained and sure.confidence == pytest.approx(0.9)
 
 
@@ -75,18 +76,31 @@ def test_before_abstaining_the_judge_reads_the_next_best_sentences() -> None:
     state.on_event = lambda kind, _: events.append(kind)
     # the judge says yes only to the reserve's sentence
     generator = FixedGenerator(judge=lambda messages: 0.9 if reserve[0].text[:20] in messages[-1]["content"] else 0.2)
-    Judge(generator).run(state)
+    Judge(generator, close_cosine=1.0).run(state)
     assert not state.abstained and state.evidence == reserve and state.confidence == pytest.approx(0.9)
     assert events == ["evidence"] and len(generator.calls) == 2  # the new evidence is shown
     # when the reserve does not answer either, the abstention rests on the first evidence
     again = _state(question, passages, sentences=1)
-    Judge(FixedGenerator(judge=0.2)).run(again)
+    Judge(FixedGenerator(judge=0.2), close_cosine=1.0).run(again)
     assert again.abstained and again.evidence == first and "confidence 0.20" in again.reason
     # off: one judgement
     off = _state(question, passages, sentences=1)
     generator = FixedGenerator(judge=0.2)
-    Judge(generator, second_look=False).run(off)
+    Judge(generator, second_look=False, close_cosine=1.0).run(off)
     assert off.abstained and len(generator.calls) == 1
+
+
+def test_evidence_close_to_the_question_answers_it_whatever_the_judge_says() -> None:
+    question = "What is the main cause of HIV-1 infection in children?"
+    state = _state(question, [result("covid", COVID)])
+    closest = max(item.dense for item in state.evidence)
+    generator = FixedGenerator(judge=0.3)
+    Judge(generator, close_cosine=closest).run(state)  # the best sentence is as close as the threshold asks
+    assert not state.abstained and state.confidence == pytest.approx(0.3)
+    assert len(generator.calls) == 1  # no second look: the first evidence answers
+    farther = _state(question, [result("covid", COVID)])
+    Judge(FixedGenerator(judge=0.3), close_cosine=min(closest + 0.01, 1.0)).run(farther)
+    assert farther.abstained and "confidence 0.30 < 0.65" in farther.reason
 
 
 def test_questions_about_several_papers_have_no_reserve() -> None:
