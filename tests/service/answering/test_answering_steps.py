@@ -7,7 +7,7 @@ import pytest
 from citerag.index.tokenize import tokenize
 from citerag.service.answering.compose import Compose
 from citerag.service.answering.evidence import SelectEvidence
-from citerag.service.answering.judge import Judge
+from citerag.service.answering.judge import CLOSE_COSINE, Judge
 from citerag.service.answering.prompts import (
     DECISION_LEAD,
     DECISION_SLOT,
@@ -24,6 +24,7 @@ from citerag.service.answering.runner import evidence_pipeline
 from citerag.service.answering.state import AnswerState, Statement
 from citerag.service.answering.verify import Verify, check, written_sentences
 from citerag.service.answering.write import MarkerStream, Write, first_word_decision
+from citerag.service.settings import Settings
 from tests.conftest import HashEmbedder
 from tests.service.answering.fixed import COVID, ML, ML2, PUBMED, FixedGenerator, FixedSearcher, result
 
@@ -101,6 +102,10 @@ def test_evidence_close_to_the_question_answers_it_whatever_the_judge_says() -> 
     farther = _state(question, [result("covid", COVID)])
     Judge(FixedGenerator(judge=0.3), close_cosine=min(closest + 0.01, 1.0)).run(farther)
     assert farther.abstained and "confidence 0.30 < 0.65" in farther.reason
+
+
+def test_the_close_evidence_setting_defaults_to_the_calibrated_threshold() -> None:
+    assert Settings.model_fields["close_cosine"].default == CLOSE_COSINE == 0.60
 
 
 def test_questions_about_several_papers_have_no_reserve() -> None:
