@@ -244,6 +244,7 @@ def run_fixed(generator: Generator, prompt: list[int]) -> Completion:
     """One fixed-workload completion: the whole prompt read (no cache), 40 tokens generated."""
     from citerag.service.generator import _completion
 
+    generator.unpin()  # no pin of an earlier call runs beside this one
     response = generator._server.handle_completions({  # noqa: SLF001
         "prompt": prompt, "n_predict": FIXED_GENERATED_TOKENS, "temperature": 0.0, "seed": 0, "cache_prompt": False,
         "ignore_eos": True,
@@ -340,11 +341,13 @@ def main() -> None:
             row: list[Completion | None] = [None] * len(generators)
             for i in _rotated(len(generators), qi):
                 completion, wall = timed(lambda g=generators[i]: g.chat(wp.messages, max_tokens=written_max_tokens))
+                generators[i].settle()  # its cache pin, run now, not beside the next variant's call
                 written[i].add(completion, wall)
                 row[i] = completion
             per_question.append(row)  # type: ignore[arg-type]
             if args.pin_saving:
                 base = generators[0]
+                base.unpin()
                 response = base._server.handle_chat_completions({  # noqa: SLF001
                     "messages": wp.messages, "max_tokens": 1, "temperature": 0.0, "seed": 0, "cache_prompt": False})
                 base.unpin()
@@ -415,6 +418,7 @@ def batch_costs(generators: Sequence[Generator], variants: Sequence[Variant], ar
     loads = []
 
     def call(g: Generator, tokens: list[int]) -> dict:
+        g.unpin()
         response = g._server.handle_completions({  # noqa: SLF001
             "prompt": tokens, "n_predict": 1, "temperature": 0.0, "cache_prompt": True})
         g.unpin()

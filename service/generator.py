@@ -8,6 +8,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -141,7 +142,9 @@ class Generator:
     cache is pinned to that prefix around every call (:meth:`_pin_prefix`): llama.cpp's logits differ slightly
     between evaluating a prompt's tail as one batch and re-using a whole cached prompt (llama.cpp issues #4902,
     #28527), which can change greedy output; with the pin, the same messages always take the same path and give the
-    same answer, whatever was asked before.
+    same answer, whatever was asked before. The pin after a call runs on a background thread once the call has
+    returned (:meth:`_schedule_pin`), so the answer is not held for it; the slot's next call waits for it (or runs
+    it first), so the order of work in each slot is the same either way.
 
     Args:
         model_path: a GGUF file.
@@ -194,6 +197,9 @@ class Generator:
         #: Leading messages every prompt shares (system prompt, worked example): what :meth:`_pin_prefix` keeps
         #: (a call may name its own count).
         self.fixed_messages = 1
+        #: Pins scheduled and not yet run, by slot: the prefix messages to pin (:meth:`_schedule_pin`).
+        self._pending: dict[int, list[dict[str, str]]] = {}
+        self._pinner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="citerag-pin")
 
     def decoding_report(self) -> dict[str, Any]:
         """The decoding in use (:meth:`Decoding.describe`), and when it fell back, what was asked and why."""
@@ -287,8 +293,9 @@ class Generator:
         if top_logprobs:
             request.update(logprobs=True, top_logprobs=top_logprobs)
         with self._lock:
+            self._run_pending(slot)
             if slot not in self._pinned:
-                self._pin_prefix(messages, slot, fixed)
+                self._pin_prefix(messages[:fixed], slot)
             try:
                 if on_delta is None:
                     response = self._server.handle_chat_completions(request)
@@ -305,25 +312,55 @@ class Generator:
                 return self._stream(request, on_delta)
             finally:
                 if pin:
-                    self._pin_prefix(messages, slot, fixed)
+                    self._schedule_pin(messages[:fixed], slot)
 
     def pin(self, messages: list[dict[str, str]], slot: int = 0, fixed: int | None = None) -> None:
         """Re-pin ``slot``'s cache to ``messages``' fixed prefix (:meth:`_pin_prefix`; ``fixed`` leading messages,
         default :attr:`fixed_messages`) after calls made with ``pin=False``, once nothing more will extend their
-        prompt."""
+        prompt; it runs in the background (:meth:`_schedule_pin`)."""
         with self._lock:
-            self._pin_prefix(messages, slot, self.fixed_messages if fixed is None else fixed)
+            self._schedule_pin(messages[:self.fixed_messages if fixed is None else fixed], slot)
 
     def unpin(self) -> None:
-        """Forget the pins (after the cache was used outside :meth:`chat`): each slot's next call re-pins first."""
-        self._pinned.clear()
+        """Forget the pins, scheduled ones included, before the cache is used outside :meth:`chat` (a pin running
+        is waited for): each slot's next call re-pins first."""
+        with self._lock:
+            self._pending.clear()
+            self._pinned.clear()
 
-    def _pin_prefix(self, messages: list[dict[str, str]], slot: int, fixed: int) -> None:
-        """Leave only the fixed prefix of ``messages`` in ``slot``'s KV cache: its first ``fixed`` messages
-        (the system prompt and any worked example) and the empty user turn's header. One tiny completion whose
-        prompt shares exactly that prefix with every question's prompt (its new tokens are evaluated once; 1
-        generated; run after each answer, so it does not delay the next one's first token)."""
-        prefix = messages[:fixed]
+    def settle(self) -> None:
+        """Run every scheduled pin now (waiting for one that is running), e.g. before timing the next call."""
+        with self._lock:
+            for slot in list(self._pending):
+                self._run_pending(slot)
+
+    def _schedule_pin(self, prefix: list[dict[str, str]], slot: int) -> None:
+        """Pin ``slot`` to ``prefix`` (:meth:`_pin_prefix`) on the background thread, after the current call has
+        released the lock; a later call on the slot that comes first runs it before its own work
+        (:meth:`_run_pending`). The caller holds the lock."""
+        self._pending[slot] = prefix
+        self._pinner.submit(self._pin_in_background, slot)
+
+    def _pin_in_background(self, slot: int) -> None:
+        with self._lock:
+            try:
+                self._run_pending(slot)
+            except Exception:  # noqa: BLE001 - the next call on the slot pins again (it is no longer pinned)
+                log.warning("pinning the model's cache failed; the next call re-pins", exc_info=True)
+
+    def _run_pending(self, slot: int) -> None:
+        """Run ``slot``'s scheduled pin, if any (the caller holds the lock). On failure the slot counts as not
+        pinned, so its next call pins first."""
+        prefix = self._pending.pop(slot, None)
+        if prefix is not None:
+            self._pinned.discard(slot)
+            self._pin_prefix(prefix, slot)
+
+    def _pin_prefix(self, prefix: list[dict[str, str]], slot: int) -> None:
+        """Leave only ``prefix`` (a prompt's fixed leading messages: the system prompt and any worked example) and
+        the empty user turn's header in ``slot``'s KV cache. One tiny completion whose prompt shares exactly that
+        prefix with every question's prompt (its new tokens are evaluated once; 1 generated). The caller holds the
+        lock."""
         self._server.handle_chat_completions(
             {"messages": [*prefix, {"role": "user", "content": ""}], "max_tokens": 1, "temperature": 0.0,
              "seed": 0, "cache_prompt": True, "id_slot": slot}

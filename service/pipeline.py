@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from citerag.index.backend import Searcher
-from citerag.index.embed import Embedder, ModelEmbedder, SentenceTransformerEmbedder
+from citerag.index.embed import Embedder, LRUEncode, ModelEmbedder, SentenceTransformerEmbedder
 from citerag.index.embedded import EmbeddedBackend
 from citerag.index.errors import ModelNotFound
 from citerag.index.lifecycle import IndexSetup, fill_when_empty
@@ -51,6 +51,20 @@ def _load_embedder(backend: EmbeddingBackend, cache_dir: Path | None) -> ModelEm
         config = json.loads((model_dir / "sentence_bert_config.json").read_text())
         return OnnxEmbedder(onnx_int8_model(cache_dir), model_dir, max_seq_length=config["max_seq_length"])
     return SentenceTransformerEmbedder(model_dir)
+
+
+def evidence_encoder(settings: Settings | None = None) -> LRUEncode:
+    """The encoder of evidence sentences: :func:`load_embedder`'s ``encode`` behind one process-wide
+    :class:`~citerag.index.embed.LRUEncode` per backend, so a sentence met again (a corpus's sentences recur
+    across questions) is not encoded again: ``list[str] -> (n, 384) float32``, L2-normalised rows."""
+    settings = settings or get_settings()
+    backend = settings.embedding_backend
+    return _evidence_encoder(backend, settings.cache_dir if backend == "onnx-int8" else None)
+
+
+@lru_cache(maxsize=2)
+def _evidence_encoder(backend: EmbeddingBackend, cache_dir: Path | None) -> LRUEncode:
+    return LRUEncode(_load_embedder(backend, cache_dir).encode)
 
 
 def index_setup(settings: Settings) -> IndexSetup:
@@ -183,11 +197,11 @@ def load_generator(path: Path, n_ctx: int, threads: int, decoding: Decoding | No
 
 def open_answerer(settings: Settings, retriever: Searcher) -> AnswerPipeline:
     """The answering pipeline over ``retriever`` (a retriever or a backend) with the process's generator
-    (:func:`load_generator`) and the dense encoder (:func:`load_embedder`), configured by ``settings``
+    (:func:`load_generator`) and the evidence sentences' encoder (:func:`evidence_encoder`), configured by ``settings``
     (:func:`~citerag.service.answering.runner.evidence_pipeline`)."""
     generator = load_generator(generator_path(settings), settings.n_ctx, settings.threads, decoding(settings))
     return evidence_pipeline(
-        retriever, generator, load_embedder(settings).encode, default_k=settings.ask_k,
+        retriever, generator, evidence_encoder(settings), default_k=settings.ask_k,
         min_dense_score=settings.min_dense_score, evidence_sentences=settings.evidence_sentences,
         min_confidence=settings.min_confidence, min_confidence_unseen=settings.min_confidence_unseen,
         max_answer_tokens=settings.max_answer_tokens, second_look=settings.second_look,

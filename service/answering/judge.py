@@ -22,7 +22,8 @@ no way out, and these steps decide before it.
   is otherwise the decision): "Can diffusion models generate foldable origami crease patterns?" over ML abstracts
   is about what they do not cover.
 * Close evidence: an evidence sentence whose dense cosine similarity to the question reaches :data:`CLOSE_COSINE`
-  answers it whatever the model's confidence. The model refuses paraphrased questions whose evidence it has
+  answers it whatever the model's confidence, so the model is not asked (``confidence`` 1.0) unless the
+  unseen-word rule needs its confidence. The model refuses paraphrased questions whose evidence it has
   ("What does one paper scan to check ...?"); the similarity of the question to its closest sentence is a second,
   independent reading of the same thing (calibrated above every dev no-answer and off-corpus question's:
   eval/results/qa.md).
@@ -115,8 +116,11 @@ class Judge:
         if missing := self.uncounted(state):
             state.abstain(f"the evidence does not mention {', '.join(map(repr, missing))}, which the question counts")
             return
-        messages, confidence = self.judged(state)
         close = max(item.dense for item in state.evidence) >= self.close_cosine
+        if close and not unseen:  # the evidence score alone decides: no judgement (the writer reads this prompt)
+            state.confidence = 1.0
+            return
+        messages, confidence = self.judged(state)
         if confidence < self.min_confidence and not close and self.second_look and state.reserve:
             first, first_messages = state.evidence, messages
             state.evidence, state.reserve = state.reserve, []

@@ -170,3 +170,19 @@ def test_the_default_speculative_decoding_writes_the_plain_decoders_text() -> No
         drafted += got.draft_tokens
         assert got.draft_accepted <= got.draft_tokens
     assert drafted > 0, "speculative decoding never drafted: it did not engage"
+
+
+@pytest.mark.slow
+def test_the_cache_pin_runs_after_the_call_and_answers_do_not_depend_on_what_was_asked_before() -> None:
+    model = smollm2_gguf()
+    prompts = [[COPYING_PROMPTS[0][0], messages[-1]] for messages in COPYING_PROMPTS]  # one system prompt, pinned
+    fresh = [Generator(model, n_ctx=1024, threads=2).chat(m, max_tokens=24).text for m in prompts]
+    generator = Generator(model, n_ctx=1024, threads=2)
+    for messages, expected in zip([*prompts, *prompts[::-1]], [*fresh, *fresh[::-1]], strict=True):
+        assert generator.chat(messages, max_tokens=24).text == expected  # the pin scheduled before it ran first
+    generator.settle()
+    assert generator._pending == {} and generator._pinned == {0}  # noqa: SLF001
+    generator.pin(prompts[0])
+    generator.unpin()  # a scheduled pin is dropped, or waited for while it runs
+    assert generator._pending == {} and generator._pinned == set()  # noqa: SLF001
+    assert generator.chat(prompts[1], max_tokens=24).text == fresh[1]

@@ -97,8 +97,8 @@ def test_evidence_close_to_the_question_answers_it_whatever_the_judge_says() -> 
     closest = max(item.dense for item in state.evidence)
     generator = FixedGenerator(judge=0.3)
     Judge(generator, close_cosine=closest).run(state)  # the best sentence is as close as the threshold asks
-    assert not state.abstained and state.confidence == pytest.approx(0.3)
-    assert len(generator.calls) == 1  # no second look: the first evidence answers
+    assert not state.abstained and state.confidence == 1.0
+    assert generator.calls == []  # the evidence score decided: the model is not asked
     farther = _state(question, [result("covid", COVID)])
     Judge(FixedGenerator(judge=0.3), close_cosine=min(closest + 0.01, 1.0)).run(farther)
     assert farther.abstained and "confidence 0.30 < 0.65" in farther.reason
@@ -147,6 +147,14 @@ def test_a_word_no_passage_holds_needs_the_higher_confidence() -> None:
     assert not few.abstained
     with pytest.raises(ValueError, match="min_confidence"):
         Judge(FixedGenerator(), min_confidence=1.5)
+
+
+def test_close_evidence_is_still_judged_when_the_question_has_a_word_no_passage_holds() -> None:
+    searcher = VocabularySearcher([result("covid", COVID)])
+    state = _state("Which glacier retreat did the HIV-1 mothers study measure?", searcher.results)
+    generator = FixedGenerator(judge=0.8)
+    Judge(generator, searcher, close_cosine=0.0).run(state)  # every sentence counts as close
+    assert len(generator.calls) == 1 and state.abstained and "confidence 0.80 < 0.85" in state.reason
 
 
 def test_a_yes_no_question_with_a_word_no_passage_holds_is_judged() -> None:
