@@ -72,6 +72,11 @@ DENIAL = re.compile(
     re.IGNORECASE,
 )
 
+#: A negation that scopes over the words after it ("introduces no additional parameters", "did not improve
+#: survival", "without retraining"); "not only ... but also" is none.
+NEGATION_CUE = re.compile(r"\b(?:no|not|without|never|none|cannot|neither|nor)\b(?!\s+only\b)|n't\b(?!\s+only\b)",
+                          re.IGNORECASE)
+
 #: Words with which a sentence talks about the prompt's material instead of the papers ("as evidence sentence [2]
 #: states"): such a sentence says nothing a reader asked for.
 META_WORDS = frozenset("evidence sentence sentences passage passages excerpt excerpts quoted".split())

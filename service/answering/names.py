@@ -86,16 +86,20 @@ def coined_name(text: str) -> str | None:
     'PolyNeXt'
     >>> coined_name("our GPU kernels") is None
     True
+    >>> coined_name("This paper introduces Regret Pre-training, a framework grounded in the Learning Using "
+    ...             "Privileged Information (LUPI) paradigm.")
+    'Regret Pre-training'
     """
     folded = fold(text)
     for match in _INTRODUCED.finditer(folded):
         span = match.group(1) or match.group(2) or ""
         for abbreviation in re.finditer(r"\(([^()\s]+)\)", span):
-            if _own_part(abbreviation.group(1)):
+            if _own_part(abbreviation.group(1)) and not _used_abbreviation(abbreviation.group(1), span):
                 return abbreviation.group(1)
         for candidate in _COINED.finditer(span):
             if _own_part(candidate.group(1)) and not _modifier(span[candidate.end():]) \
-                    and not _PREPOSITION_BEFORE.search(span[: candidate.start()]):
+                    and not _PREPOSITION_BEFORE.search(span[: candidate.start()]) \
+                    and not _used_abbreviation(candidate.group(1), span):
                 return candidate.group(1)
         if match.group(1) and (word := _INTRODUCED_WORD.match(match.group(1))):
             return word.group(1)
@@ -103,6 +107,15 @@ def coined_name(text: str) -> str | None:
         if _own_part(match.group(1)):
             return match.group(1)
     return None
+
+
+def _used_abbreviation(short: str, span: str) -> bool:
+    """Whether the abbreviation ``short`` in ``span`` is of something the paper uses, not coins: its long form
+    (:func:`long_form`) comes after a preposition ("... grounded in the Learning Using Privileged Information
+    (LUPI) paradigm")."""
+    long = long_form(short, span)
+    at = span.rfind(long, 0, span.find(f"({short})")) if long else -1
+    return at > 0 and bool(_PREPOSITION_BEFORE.search(span[:at]))
 
 
 def names_in(text: str) -> list[str]:

@@ -23,7 +23,10 @@ import regex
 
 from citerag.service.answering.choice import choose
 from citerag.service.answering.evidence import Evidence
-from citerag.service.answering.language import DENIAL
+from citerag.index.text import fold, readable
+from citerag.index.tokenize import tokenize
+from citerag.service.answering.language import DENIAL, FUNCTION_WORDS, NEGATION_CUE
+from citerag.service.answering.names import paper_label
 from citerag.service.answering.prompts import (
     ANSWER_SLOT,
     DECISION_GRAMMAR,
@@ -100,6 +103,58 @@ def denies(conclusion: str, question: str) -> bool:
     (False, False)
     """
     return bool(DENIAL.search(conclusion)) and not DENIAL.search(question)
+
+
+#: Content words read after a negation cue, within its clause: the cue's scope ("no additional parameters").
+NEGATION_SCOPE_WORDS = 3
+#: Question terms a negated scope must hold to deny the question: one shared word ("no significant change in
+#: mortality" against "Does X reduce mortality?") is not the question's claim.
+MIN_NEGATED_TERMS = 2
+_CLAUSE_END = re.compile(r"[,;:.()\[\]]")
+
+
+def negated_terms(sentence: str) -> set[str]:
+    """The BM25 tokens of the first :data:`NEGATION_SCOPE_WORDS` content words after each negation cue of
+    ``sentence`` (:data:`~citerag.service.answering.language.NEGATION_CUE`), within the cue's clause.
+
+    >>> sorted(negated_terms("The framework introduces no additional parameters and requires one extra pass."))
+    ['addit', 'paramet', 'requir']
+    >>> negated_terms("It not only improves accuracy but also speed.")
+    set()
+    """
+    terms: set[str] = set()
+    for cue in NEGATION_CUE.finditer(sentence):
+        clause = _CLAUSE_END.split(sentence[cue.end():], maxsplit=1)[0]
+        words = [w for w in re.findall(r"[^\W_]+", fold(clause)) if w.lower() not in FUNCTION_WORDS]
+        terms.update(t for w in words[:NEGATION_SCOPE_WORDS] for t in tokenize(w))
+    return terms
+
+
+def denying_evidence(question: str, asked: set[str], sentences: Sequence[str],
+                     labels: Sequence[str | None]) -> int | None:
+    """The index of the first evidence sentence that negates what a yes/no ``question`` asks, or ``None``: a
+    sentence that holds every content term of the question (``asked``, BM25 tokens) but those of its paper's name
+    (``labels[i]``: the subject, "Regret Pre-training", which the sentence may call "the framework"), with a
+    negation whose scope (:func:`negated_terms`) holds :data:`MIN_NEGATED_TERMS` of them. A question that negates
+    anything itself is left alone. A sentence that negates part of a longer question ("... but not unilateral knee
+    pain" for "Does obesity predict knee pain over fourteen years in women?") lacks some of its terms.
+
+    >>> sentences = ["This paper introduces Regret Pre-training.", "It introduces no additional parameters."]
+    >>> asked = {"regret", "pre", "train", "introduc", "addit", "paramet"}
+    >>> denying_evidence("Does Regret Pre-training introduce additional parameters?", asked, sentences,
+    ...                  ["Regret Pre-training"] * 2)
+    1
+    >>> denying_evidence("Does Regret Pre-training introduce additional parameters?", asked, sentences, [None] * 2)
+    >>> denying_evidence("Does Regret Pre-training not introduce additional parameters?", asked, sentences,
+    ...                  ["Regret Pre-training"] * 2)
+    """
+    if NEGATION_CUE.search(question) or DENIAL.search(question):
+        return None
+    for i, sentence in enumerate(sentences):
+        claim = asked - set(tokenize(labels[i] or ""))
+        if claim <= set(tokenize(sentence)) and len(negated_terms(sentence) & claim) >= MIN_NEGATED_TERMS:
+            return i
+    return None
 
 
 def first_word_decision(text: str) -> str | None:
@@ -224,3 +279,11 @@ class Write:
         state.decision, state.decision_probabilities = choice.best, choice.probabilities
         if state.decision == "yes" and denies(state.written, state.info.text):
             state.decision = "no"  # its own conclusion says no: "... does not need to know which strategies ..."
+        asked = {token for _, token in state.info.terms}
+        sentences = [readable(item.text) for item in state.evidence]
+        labels = [paper_label(item.result.document) for item in state.evidence]
+        if state.decision == "yes" and (denial := denying_evidence(state.info.text, asked, sentences, labels)) is not None:
+            # the evidence negates what is asked ("introduces no additional parameters"): the answer is no, in the
+            # evidence's own words, whatever the model concluded
+            state.decision = "no"
+            state.written = f"{sentences[denial]} [{denial + 1}]"

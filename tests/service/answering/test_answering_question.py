@@ -81,6 +81,10 @@ def test_analysis_is_done_once_with_the_conversation() -> None:
         ("We introduce a VLA model, XR-1, trained on many robots.", "XR-1"),  # "VLA model": a modifier
         ("We design alternatives for three primitives (MLPs, convolutions, and attention).", None),  # plural acronym
         ("We introduce The method below.", None),  # a capitalised word not set off as a name
+        # an abbreviation of something the paper uses (its long form after a preposition) is not its name
+        ("This paper introduces Regret Pre-training, a framework grounded in the Learning Using Privileged "
+         "Information (LUPI) paradigm.", "Regret Pre-training"),
+        ("We propose a method that trains with Stochastic Gradient Descent (SGD) in closed form.", None),
     ],
 )
 def test_coined_name(text: str, name: str | None) -> None:

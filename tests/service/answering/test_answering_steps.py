@@ -255,6 +255,25 @@ def test_a_yes_after_a_conclusion_that_denies_the_question_is_a_no() -> None:
     Write(generator).run(state)
     assert state.decision == "no" and state.decision_probabilities["yes"] == pytest.approx(0.48)
 
+def test_evidence_that_negates_the_whole_question_makes_a_yes_a_no_in_its_own_words() -> None:
+    regret = ("This paper introduces Regret Pre-training, a framework grounded in the Learning Using Privileged "
+              "Information (LUPI) paradigm. The framework introduces no additional parameters and requires one extra "
+              "forward pass per training step.")
+    state = _state("Does Regret Pre-training introduce additional parameters?", [result("regret", regret)])
+    generator = FixedGenerator("Regret Pre-training introduces additional parameters [1].",
+                               decision={"yes": 0.9, "no": 0.08, "maybe": 0.02})
+    Write(generator).run(state)
+    denial = next(i for i, e in enumerate(state.evidence) if "no additional parameters" in e.text)
+    assert state.decision == "no"
+    assert state.written == ("The framework introduces no additional parameters and requires one extra forward pass "
+                             f"per training step. [{denial + 1}]")
+    # a sentence negating only part of the question ("no" before two of its words, the rest not in it) leaves it be
+    partial = _state("Does Regret Pre-training introduce additional parameters to vision transformers?",
+                     [result("regret", regret)])
+    Write(FixedGenerator("Yes, it does [1].", decision={"yes": 0.9, "no": 0.08, "maybe": 0.02})).run(partial)
+    assert partial.decision == "yes"
+
+
 # --- verify --------------------------------------------------------------------------------------------------------
 
 def test_check_holds_numbers_and_names_to_the_evidence() -> None:
