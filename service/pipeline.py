@@ -57,14 +57,12 @@ def evidence_encoder(settings: Settings | None = None) -> LRUEncode:
     """The encoder of evidence sentences: :func:`load_embedder`'s ``encode`` behind one process-wide
     :class:`~citerag.index.embed.LRUEncode` per backend, so a sentence met again (a corpus's sentences recur
     across questions) is not encoded again: ``list[str] -> (n, 384) float32``, L2-normalised rows."""
-    settings = settings or get_settings()
-    backend = settings.embedding_backend
-    return _evidence_encoder(backend, settings.cache_dir if backend == "onnx-int8" else None)
+    return _evidence_encoder(load_embedder(settings))
 
 
 @lru_cache(maxsize=2)
-def _evidence_encoder(backend: EmbeddingBackend, cache_dir: Path | None) -> LRUEncode:
-    return LRUEncode(_load_embedder(backend, cache_dir).encode)
+def _evidence_encoder(embedder: ModelEmbedder) -> LRUEncode:
+    return LRUEncode(embedder.encode)
 
 
 def index_setup(settings: Settings) -> IndexSetup:

@@ -23,10 +23,11 @@ import regex
 
 from citerag.service.answering.choice import choose
 from citerag.service.answering.evidence import Evidence
-from citerag.index.text import fold, readable
+from citerag.index.text import readable
 from citerag.index.tokenize import tokenize
-from citerag.service.answering.language import DENIAL, FUNCTION_WORDS, NEGATION_CUE
+from citerag.service.answering.language import DENIAL, NEGATION_CUE
 from citerag.service.answering.names import paper_label
+from citerag.service.answering.question import content_terms
 from citerag.service.answering.prompts import (
     ANSWER_SLOT,
     DECISION_GRAMMAR,
@@ -114,8 +115,8 @@ _CLAUSE_END = re.compile(r"[,;:.()\[\]]")
 
 
 def negated_terms(sentence: str) -> set[str]:
-    """The BM25 tokens of the first :data:`NEGATION_SCOPE_WORDS` content words after each negation cue of
-    ``sentence`` (:data:`~citerag.service.answering.language.NEGATION_CUE`), within the cue's clause.
+    """The BM25 tokens of the first :data:`NEGATION_SCOPE_WORDS` content words (:func:`~citerag.service.answering.
+    question.content_terms`) after each negation cue of ``sentence`` (:data:`~citerag.service.answering.language.NEGATION_CUE`), within the cue's clause.
 
     >>> sorted(negated_terms("The framework introduces no additional parameters and requires one extra pass."))
     ['addit', 'paramet', 'requir']
@@ -125,8 +126,7 @@ def negated_terms(sentence: str) -> set[str]:
     terms: set[str] = set()
     for cue in NEGATION_CUE.finditer(sentence):
         clause = _CLAUSE_END.split(sentence[cue.end():], maxsplit=1)[0]
-        words = [w for w in re.findall(r"[^\W_]+", fold(clause)) if w.lower() not in FUNCTION_WORDS]
-        terms.update(t for w in words[:NEGATION_SCOPE_WORDS] for t in tokenize(w))
+        terms.update(token for _, token in content_terms(clause)[:NEGATION_SCOPE_WORDS])
     return terms
 
 
