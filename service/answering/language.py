@@ -80,6 +80,24 @@ NEGATION_CUE = re.compile(r"\b(?:no|not|without|never|none|cannot|neither|nor)\b
 #: Words with which a sentence talks about the prompt's material instead of the papers ("as evidence sentence [2]
 #: states"): such a sentence says nothing a reader asked for.
 META_WORDS = frozenset("evidence sentence sentences passage passages excerpt excerpts quoted".split())
+_MATERIAL = r"(?:the\s+)?(?:evidence|passages?|excerpts?)(?:\s+sentences?)?"
+_SAYS = r"(?:states?|shows?|says?|mentions?|indicates?|reports?|notes?|explains?|confirms?)"
+_SAYING = r"(?:stating|showing|saying|mentioning|indicating|reporting|noting|explaining)"
+#: A frame that attributes a statement to the prompt's material instead of a paper (citation markers removed):
+#: "The passage [1] states that X", "The evidence sentences answer the question by stating that X", "According to
+#: the evidence, X". What follows it (group ``rest``) is the statement itself.
+ATTRIBUTION_FRAME = re.compile(
+    rf"^(?:(?:as|according\s+to)\s+{_MATERIAL}(?:\s+{_SAYS})?\s*,"
+    rf"|{_MATERIAL}\s+(?:{_SAYS}|answers?\s+the\s+question\s+by\s+{_SAYING})(?:\s+that)?,?)\s+(?P<rest>\S.*)$",
+    re.IGNORECASE | re.DOTALL,
+)
+#: A sentence that only says where the one before it stands in the prompt's material ("This is stated in the
+#: passage [1]."; citation markers removed): its markers cite that sentence.
+ATTRIBUTING_SENTENCE = re.compile(
+    rf"^(?:this|that|it|which)\s+(?:is|was)\s+(?:\w+\s+)?(?:stated|described|supported|established|shown|"
+    rf"mentioned|derived|discussed|reported|noted|explained|given)\s+(?:in|by)\s+{_MATERIAL}$",
+    re.IGNORECASE,
+)
 
 #: The verbs an abstract introduces what it coins with ("We introduce Polaris, a ...", "we establish GLEAN, an ..."),
 #: as a regex alternation of base forms (each user adds the endings it accepts).

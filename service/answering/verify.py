@@ -12,7 +12,10 @@ A sentence is *supported* by evidence sentences when (:func:`check`):
   "uses"), not bring new ones; a sentence that only restates the question says nothing and is not supported (a
   yes/no answer adds its decision, and all its words must then be supported).
 
-A sentence that its own markers do not support is given to the evidence sentence that does, if one does; otherwise
+A sentence that attributes its statement to the prompt's material ("The passage [1] states that X", "The evidence
+sentences answer the question by stating that X") is checked as X; one that only says where the sentence before it
+stands ("This is stated in the passage [1].") gives that sentence its markers (:func:`written_sentences`; other talk
+about the prompt is dropped). A sentence that its own markers do not support is given to the evidence sentence that does, if one does; otherwise
 it is dropped. When no written sentence survives, the answer is the evidence sentence most like the first one the
 model wrote, itself (``origin="extract"``; the best-scored evidence sentence when the model wrote nothing), or, with
 ``fallback="abstain"``, the service abstains. An answer about several papers (which papers, a comparison) covers
@@ -38,6 +41,8 @@ from citerag.index.text import fold, readable, split_sentences
 from citerag.index.tokenize import tokenize
 from citerag.service.answering.evidence import Evidence
 from citerag.service.answering.language import (
+    ATTRIBUTING_SENTENCE,
+    ATTRIBUTION_FRAME,
     CITATION_MARKER,
     FUNCTION_WORDS,
     LEADING_CONJUNCTION,
@@ -160,7 +165,11 @@ def written_sentences(text: str, truncated: bool) -> list[tuple[str, list[int]]]
         body = CITATION_MARKER.sub("", raw)
         body = re.sub(r"\s+([.,;:!?])", r"\1", re.sub(r"\s{2,}", " ", body)).strip().rstrip(".!?;:, ")
         body = re.sub(r"^(?:answer|a)\s*:\s*", "", body, flags=re.IGNORECASE)
-        if not body and out:  # markers alone after a full stop ("... PairRL. [2]") cite the sentence before
+        if frame := ATTRIBUTION_FRAME.match(body):  # "The passage [1] states that X": the statement is X
+            body = frame.group("rest")
+        if out and (not body or ATTRIBUTING_SENTENCE.match(body)):
+            # markers alone after a full stop ("... PairRL. [2]"), or "This is stated in the passage [1].": they
+            # cite the sentence before
             out[-1] = (out[-1][0], out[-1][1] + cited)
         elif len(body.split()) >= 2 and not _talks_about_the_prompt(body):
             out.append((body, cited))

@@ -202,6 +202,25 @@ def test_a_conclusion_loses_the_echo_of_its_request() -> None:
     assert state.written == "Tailored print had no effect."
 
 
+def test_a_yes_below_the_bar_is_the_likelier_of_no_and_maybe() -> None:
+    question = "Does telephone counseling raise mammography use?"
+    decided = {}
+    for name, probabilities in [("sure", {"yes": 0.80, "no": 0.15, "maybe": 0.05}),
+                                ("unsure", {"yes": 0.63, "no": 0.34, "maybe": 0.03}),
+                                ("unsettled", {"yes": 0.50, "no": 0.20, "maybe": 0.30})]:
+        state = _state(question, [result("pubmed", PUBMED)])
+        Write(FixedGenerator("Telephone counseling increased mammography use.", decision=probabilities)).run(state)
+        decided[name] = state.decision
+        assert state.decision_probabilities == pytest.approx(probabilities)  # what the model said stays on record
+    assert decided == {"sure": "yes", "unsure": "no", "unsettled": "maybe"}
+    state = _state(question, [result("pubmed", PUBMED)])
+    Write(FixedGenerator("Telephone counseling increased it.", decision={"yes": 0.63, "no": 0.34, "maybe": 0.03}),
+          min_yes=0.6).run(state)
+    assert state.decision == "yes"
+    with pytest.raises(ValueError, match="min_yes"):
+        Write(FixedGenerator(), min_yes=1.2)
+
+
 def test_a_conclusion_streams_as_soon_as_it_cannot_be_the_echo() -> None:
     from citerag.service.answering.write import EchoCut
 
@@ -287,7 +306,22 @@ def test_check_holds_numbers_and_names_to_the_evidence() -> None:
 def test_written_sentences_drop_an_unfinished_one_and_keep_markers_with_their_sentence() -> None:
     text = "LU-KV keeps 90% accuracy. [2] It evicts entries [1, 3]. As evidence sentence [2] states, it is"
     assert written_sentences(text, truncated=True) == [("LU-KV keeps 90% accuracy", [2]), ("It evicts entries", [1, 3])]
-    assert written_sentences("As evidence sentence [2] states, LU-KV is fast.", truncated=False) == []  # about the prompt
+    assert written_sentences("The evidence sentences do not say [2].", truncated=False) == []  # about the prompt
+
+
+def test_a_statement_attributed_to_the_prompt_is_kept_without_the_attribution() -> None:
+    # what follows "The passage [n] states that" is the statement; its markers stay with it
+    assert written_sentences("As evidence sentence [2] states, LU-KV is fast.", truncated=False) == \
+        [("LU-KV is fast", [2])]
+    assert written_sentences("The evidence sentences answer the question by stating that Wikipedia's disambiguation "
+                             "pages were used to collect the documents [2].", truncated=False) == \
+        [("Wikipedia's disambiguation pages were used to collect the documents", [2])]
+    # a sentence that only says where the one before it stands cites it
+    assert written_sentences("Looped transformers recognize all CFLs. This is stated in the passage [1].",
+                             truncated=False) == [("Looped transformers recognize all CFLs", [1])]
+    # a name that opens with one of the material's words is no attribution
+    assert written_sentences("Evidence-based medicine states that trials come first [1].", truncated=False) == \
+        [("Evidence-based medicine states that trials come first", [1])]
 
 
 def _verified(question: str, passages, written: str, truncated: bool = False) -> AnswerState:
