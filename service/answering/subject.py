@@ -201,6 +201,8 @@ def name_subject(sentence: str, label: str, paper: str = "The paper") -> str:
     'At 10% memory, we keep 90% accuracy.'
     >>> name_subject("Our results show a 12% gain.", "GLEAN"), name_subject("This enables faster decoding.", "ASMC")
     ("GLEAN's results show a 12% gain.", 'ASMC enables faster decoding.')
+    >>> name_subject("These tasks predict evolutionary rate.", "The paper")
+    "The paper's tasks predict evolutionary rate."
     >>> name_subject("Our method reaches 80.6%.", "ASMC"), name_subject("ASMC reaches 80.6%.", "ASMC")
     ('ASMC reaches 80.6%.', 'ASMC reaches 80.6%.')
     """
@@ -231,8 +233,10 @@ def name_subject(sentence: str, label: str, paper: str = "The paper") -> str:
     if word in ("our", "its", "their"):
         return f"{label}'s {noun} {rest}".rstrip()
     if word in ("this", "these") and noun[:1].islower() and noun.lower() not in FUNCTION_WORDS \
-            and not noun.lower().endswith(("s", "ed")):  # "This mechanism is ..." (not "This enables ...")
-        return f"{label}'s {noun} {rest}".rstrip() if word == "this" else f"{label}'s {noun} {rest}".rstrip()
+            and (noun.lower().endswith("s") if word == "these" else not noun.lower().endswith(("s", "ed"))):
+        # a determiner before its noun: "This mechanism is ...", "These tasks predict ..." (not "This enables ...",
+        # "These include ...")
+        return f"{label}'s {noun} {rest}".rstrip()
     if word in ("this", "it", "these", "they"):
         return f"{label} {_agree(f'{noun} {rest}'.strip()) if word in ('these', 'they') else f'{noun} {rest}'.strip()}"
     return sentence
