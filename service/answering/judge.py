@@ -27,6 +27,9 @@ no way out, and these steps decide before it.
   ("What does one paper scan to check ...?"); the similarity of the question to its closest sentence is a second,
   independent reading of the same thing (calibrated above every dev no-answer and off-corpus question's:
   eval/results/qa.md).
+* A stated count: a counting question about a paper it names ("How many baselines does HELIX outperform?") whose
+  evidence has a sentence of that paper stating a number of what it counts ("... surpassing all 16 baselines")
+  is answered as close evidence is: the model refused that one at P(yes) 0.62, and the count is what was asked.
 * A second look: before it abstains, the judge reads the next-best sentences (``state.reserve``) in place of the
   evidence; when they answer, they become the evidence (emitted again) and the writer writes from them. Over 140
   answerable dev questions (shipped dev half, ML dev set, seed questions, COVID-QA dev) the answer's sentence is
@@ -37,13 +40,14 @@ no way out, and these steps decide before it.
 from __future__ import annotations
 
 from citerag.index.backend import Searcher
+from citerag.index.text import readable
 from citerag.index.tokenize import tokenize
 from citerag.service.answering.choice import choose
 from citerag.service.answering.compose import statement_text
 from citerag.service.answering.evidence import JUDGED_OWN_SCORE_RATIO, Evidence, grouped, own_work_first
 from citerag.service.answering.prompts import DECISION_SLOT, YES_NO_GRAMMAR, judge_messages, paper_messages
 from citerag.service.answering.state import AnswerState
-from citerag.service.answering.verify import paper_statements
+from citerag.service.answering.verify import paper_statements, states_count
 from citerag.service.generator import Generator
 
 #: Below this probability that the evidence answers, the service abstains (chosen on three dev sets at once, each
@@ -116,7 +120,7 @@ class Judge:
         if missing := self.uncounted(state):
             state.abstain(f"the evidence does not mention {', '.join(map(repr, missing))}, which the question counts")
             return
-        close = max(item.dense for item in state.evidence) >= self.close_cosine
+        close = max(item.dense for item in state.evidence) >= self.close_cosine or self.counts_named(state)
         if close and not unseen:  # the evidence score alone decides: no judgement (the writer reads this prompt)
             state.confidence = 1.0
             return
@@ -156,6 +160,16 @@ class Judge:
         assert state.info is not None
         held = {t for e in state.evidence for t in tokenize(e.text)}
         return [t for t in state.info.counted if t not in held]
+
+    @staticmethod
+    def counts_named(state: AnswerState) -> bool:
+        """Whether a counting question about a paper it names has an evidence sentence of that paper stating a
+        number of what it counts (:func:`~citerag.service.answering.verify.states_count`)."""
+        assert state.info is not None
+        return bool(state.info.counted) and any(
+            item.doc_id in state.named and states_count(readable(item.text), state.info.counted)
+            for item in state.evidence
+        )
 
     def unseen_words(self, state: AnswerState) -> list[str]:
         """The question's content words that no indexed passage holds, as written; ``[]`` when the searcher cannot

@@ -85,10 +85,11 @@ _SAYS = r"(?:states?|shows?|says?|mentions?|indicates?|reports?|notes?|explains?
 _SAYING = r"(?:stating|showing|saying|mentioning|indicating|reporting|noting|explaining)"
 #: A frame that attributes a statement to the prompt's material instead of a paper (citation markers removed):
 #: "The passage [1] states that X", "The evidence sentences answer the question by stating that X", "According to
-#: the evidence, X". What follows it (group ``rest``) is the statement itself.
+#: the evidence, X". What follows it (group ``rest``) is the statement itself; without "that" what follows need
+#: not be a clause ("The evidence sentences answer the question by mentioning two papers that ...").
 ATTRIBUTION_FRAME = re.compile(
     rf"^(?:(?:as|according\s+to)\s+{_MATERIAL}(?:\s+{_SAYS})?\s*,"
-    rf"|{_MATERIAL}\s+(?:{_SAYS}|answers?\s+the\s+question\s+by\s+{_SAYING})(?:\s+that)?,?)\s+(?P<rest>\S.*)$",
+    rf"|{_MATERIAL}\s+(?:{_SAYS}|answers?\s+the\s+question\s+by\s+{_SAYING})\s+that)\s+(?P<rest>\S.*)$",
     re.IGNORECASE | re.DOTALL,
 )
 #: A sentence that only says where the one before it stands in the prompt's material ("This is stated in the

@@ -104,6 +104,19 @@ def test_evidence_close_to_the_question_answers_it_whatever_the_judge_says() -> 
     assert farther.abstained and "confidence 0.30 < 0.65" in farther.reason
 
 
+def test_a_count_the_named_paper_states_answers_a_counting_question() -> None:
+    tide = "We propose TideNet, a tidal forecaster. TideNet outperforms all 12 baselines on 4 coastal datasets."
+    state = _state("How many baselines does TideNet outperform?", [result("tide", tide)])
+    generator = FixedGenerator(judge=0.3)
+    Judge(generator, close_cosine=1.0).run(state)
+    assert not state.abstained and state.confidence == 1.0 and generator.calls == []  # the count is stated
+    # a question that names no paper is judged; so is one about something the evidence does not count
+    for question in ("How many baselines does the tidal forecaster outperform?", "How many GPUs does TideNet use?"):
+        other = _state(question, [result("tide", tide)])
+        Judge(FixedGenerator(judge=0.3), close_cosine=1.0).run(other)
+        assert other.abstained
+
+
 def test_the_close_evidence_setting_defaults_to_the_calibrated_threshold() -> None:
     assert Settings.model_fields["close_cosine"].default == CLOSE_COSINE == 0.60
 
@@ -319,6 +332,9 @@ def test_a_statement_attributed_to_the_prompt_is_kept_without_the_attribution() 
     # a sentence that only says where the one before it stands cites it
     assert written_sentences("Looped transformers recognize all CFLs. This is stated in the passage [1].",
                              truncated=False) == [("Looped transformers recognize all CFLs", [1])]
+    # without "that", what follows the frame need not be a statement: talk about the prompt, dropped
+    assert written_sentences("The evidence sentences answer the question by mentioning two papers [1].",
+                             truncated=False) == []
     # a name that opens with one of the material's words is no attribution
     assert written_sentences("Evidence-based medicine states that trials come first [1].", truncated=False) == \
         [("Evidence-based medicine states that trials come first", [1])]
@@ -475,7 +491,8 @@ def test_the_pipeline_runs_each_step_once_in_order_and_streams() -> None:
     generator = FixedGenerator("We propose LU-KV, a KV cache eviction method [1]. It keeps 90% accuracy at 10% memory [2].")
     pipeline = evidence_pipeline(searcher, generator, HashEmbedder().encode, default_k=2)
     events: list[str] = []
-    answer = pipeline.ask("How much memory does LU-KV keep?", on_event=lambda kind, _: events.append(kind))
+    # (not "How much memory ...?": the count stated by the paper named would answer it unjudged)
+    answer = pipeline.ask("What share of memory does LU-KV keep?", on_event=lambda kind, _: events.append(kind))
     assert events[:3] == ["question", "passages", "evidence"] and set(events[3:]) == {"token"}
     assert not answer.abstained and answer.answer.startswith("LU-KV is a KV cache eviction method [2].")
     assert list(answer.timings_ms)[:2] == ["analyse", "retrieve"] and answer.timings_ms["total"] > 0
