@@ -45,10 +45,10 @@ MAX_ANSWER_TOKENS = 120
 DECISIONS = ("yes", "no", "maybe")
 #: A "yes" is a claim the evidence must carry: below this P(yes) the decision is the likelier of "no" and "maybe".
 #: The model leans to "yes" (the majority-label bias of small language models: Zhao et al. 2021, "Calibrate Before
-#: Use", ICML): the ML dev set's false premises got "yes" at P(yes) 0.63-0.86, every right "yes" of the dev sets
-#: at 0.80 or more. The bar is the one every answer needs (:data:`~citerag.service.answering.judge.MIN_CONFIDENCE`);
-#: over the stored dev decisions (PubMedQA dev100, ML dev, seed) no bar from 0.5 to 0.85 gets more right
-#: (eval/results/qa.md).
+#: Use", ICML): the ML dev set's false premises got "yes" at P(yes) 0.63-0.86, every right "yes" of the ML dev and
+#: seed sets 0.80 or more. The bar is the one every answer needs (:data:`~citerag.service.answering.judge.
+#: MIN_CONFIDENCE`; a test keeps the two equal, as the judge imports this module through compose); over the stored
+#: dev decisions (PubMedQA dev100, ML dev, seed) no bar from 0.5 to 0.85 gets more right (eval/results/qa.md).
 MIN_YES = 0.65
 _FIRST_WORD = re.compile(r"^\W*(\w+)")
 # The request's echo at a conclusion's start, after any decision word: "the abstract('s results) conclude(s) that".
@@ -294,10 +294,12 @@ class Write:
             state.decision = max(("no", "maybe"), key=lambda d: choice.probabilities[d])
         if state.decision == "yes" and denies(state.written, state.info.text):
             state.decision = "no"  # its own conclusion says no: "... does not need to know which strategies ..."
+        if state.decision != "yes":
+            return
         asked = {token for _, token in state.info.terms}
         sentences = [readable(item.text) for item in state.evidence]
         labels = [paper_label(item.result.document) for item in state.evidence]
-        if state.decision == "yes" and (denial := denying_evidence(state.info.text, asked, sentences, labels)) is not None:
+        if (denial := denying_evidence(state.info.text, asked, sentences, labels)) is not None:
             # the evidence negates what is asked ("introduces no additional parameters"): the answer is no, in the
             # evidence's own words, whatever the model concluded
             state.decision = "no"

@@ -234,6 +234,13 @@ def test_a_yes_below_the_bar_is_the_likelier_of_no_and_maybe() -> None:
         Write(FixedGenerator(), min_yes=1.2)
 
 
+def test_a_yes_needs_the_confidence_every_answer_needs() -> None:
+    from citerag.service.answering.judge import MIN_CONFIDENCE
+    from citerag.service.answering.write import MIN_YES
+
+    assert MIN_YES == MIN_CONFIDENCE == 0.65
+
+
 def test_a_conclusion_streams_as_soon_as_it_cannot_be_the_echo() -> None:
     from citerag.service.answering.write import EchoCut
 
