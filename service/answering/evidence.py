@@ -136,6 +136,9 @@ def sentence_scores(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Score ``sentences`` for ``question`` (module docstring).
 
+    A sentence is scored without its web addresses (``_URL``): "Our code is available at
+    https://github.com/x/PolyNeXt." does not match a question about PolyNeXt.
+
     Args:
         sentences: the candidate sentences (stored text; folded here).
         ranks: each sentence's passage rank (1-based).
@@ -148,7 +151,7 @@ def sentence_scores(
     """
     if not sentences:
         return np.zeros(0), np.zeros(0)
-    folded = [fold(s) for s in sentences]
+    folded = [fold(_URL.sub(" ", s)) for s in sentences]  # a web address is a link, not what the sentence says
     vectors = encode([fold(question), *folded])
     cosines = (vectors[1:] @ vectors[0]).astype(np.float64)
     tokens = [tokenize(s) for s in folded]

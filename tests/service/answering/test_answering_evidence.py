@@ -54,6 +54,18 @@ def test_the_sentence_holding_the_question_terms_scores_best() -> None:
     assert cosines[1] > cosines[0]
 
 
+def test_a_web_address_does_not_make_a_sentence_match_the_question() -> None:
+    question = "What top-1 accuracy does PolyNeXt reach on ImageNet?"
+    sentences = ["Our code is available at https://github.com/example/PolyNeXt.",
+                 "The polynomial backbones reach 83.1% top-1 accuracy on ImageNet."]
+    scores, cosines = sentence_scores(question, sentences, [1, 1], HashEmbedder().encode)
+    assert scores[1] > scores[0]
+    # the address's words count for nothing: the sentence scores as its words without it do
+    bare, bare_cosines = sentence_scores(question, ["Our code is available at", sentences[1]], [1, 1],
+                                         HashEmbedder().encode)
+    assert scores.tolist() == pytest.approx(bare.tolist()) and cosines.tolist() == pytest.approx(bare_cosines.tolist())
+
+
 def test_select_evidence_keeps_the_best_and_grouped_restores_text_order() -> None:
     passages = [result("ml", ML), result("covid", COVID, rank=2)]
     evidence = select_evidence("How much memory does LU-KV use at 90% accuracy?", passages, HashEmbedder().encode, keep=3)
