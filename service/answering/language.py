@@ -72,6 +72,10 @@ DENIAL = re.compile(
     re.IGNORECASE,
 )
 
+#: BM25 stems (:func:`~citerag.index.tokenize.tokenize`) that state one claim: a requirement ("Does X need Y?" is
+#: denied by "Y is not required").
+SAME_CLAIM_STEMS = {"requir": "need", "necessari": "need"}
+
 #: A negation that scopes over the words after it ("introduces no additional parameters", "did not improve
 #: survival", "without retraining"); "not only ... but also" is none.
 NEGATION_CUE = re.compile(r"\b(?:no|not|without|never|none|cannot|neither|nor)\b(?!\s+only\b)|n't\b(?!\s+only\b)",

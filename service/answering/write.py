@@ -18,7 +18,7 @@ gives at P(yes) below :data:`MIN_YES` (the likelier of "no" and "maybe" then).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import regex
 
@@ -26,7 +26,7 @@ from citerag.service.answering.choice import choose
 from citerag.service.answering.evidence import Evidence
 from citerag.index.text import readable
 from citerag.index.tokenize import tokenize
-from citerag.service.answering.language import DENIAL, NEGATION_CUE
+from citerag.service.answering.language import DENIAL, NEGATION_CUE, SAME_CLAIM_STEMS
 from citerag.service.answering.names import paper_label
 from citerag.service.answering.question import content_terms
 from citerag.service.answering.prompts import (
@@ -119,6 +119,9 @@ NEGATION_SCOPE_WORDS = 3
 #: Question terms a negated scope must hold to deny the question: one shared word ("no significant change in
 #: mortality" against "Does X reduce mortality?") is not the question's claim.
 MIN_NEGATED_TERMS = 2
+#: A claim of at least this many terms is denied by a sentence that lacks one of them: a question's generic word
+#: ("Does X add extra parameters to the model?") need not be repeated by the sentence that denies it.
+CLAIM_TERMS_FOR_SLACK = 4
 _CLAUSE_END = re.compile(r"[,;:.()\[\]]")
 
 
@@ -142,10 +145,13 @@ def denying_evidence(question: str, asked: set[str], sentences: Sequence[str],
                      labels: Sequence[str | None]) -> int | None:
     """The index of the first evidence sentence that negates what a yes/no ``question`` asks, or ``None``: a
     sentence that holds every content term of the question (``asked``, BM25 tokens) but those of its paper's name
-    (``labels[i]``: the subject, "Regret Pre-training", which the sentence may call "the framework"), with a
-    negation whose scope (:func:`negated_terms`) holds :data:`MIN_NEGATED_TERMS` of them. A question that negates
-    anything itself is left alone. A sentence that negates part of a longer question ("... but not unilateral knee
-    pain" for "Does obesity predict knee pain over fourteen years in women?") lacks some of its terms.
+    (``labels[i]``: the subject, "Regret Pre-training", which the sentence may call "the framework"), or all but one
+    of a claim of :data:`CLAIM_TERMS_FOR_SLACK` terms or more, with a negation whose scope (:func:`negated_terms`)
+    holds :data:`MIN_NEGATED_TERMS` of them. A term is held in a longer form too ("add" in "additional") and a
+    requirement in any of its words (:data:`~citerag.service.answering.language.SAME_CLAIM_STEMS`: "need" in "not
+    required"). A question that negates anything itself is left alone. A sentence that negates part of a longer
+    question ("... but not unilateral knee pain" for "Does obesity predict knee pain over fourteen years in
+    women?") lacks several of its terms.
 
     >>> sentences = ["This paper introduces Regret Pre-training.", "It introduces no additional parameters."]
     >>> asked = {"regret", "pre", "train", "introduc", "addit", "paramet"}
@@ -155,14 +161,34 @@ def denying_evidence(question: str, asked: set[str], sentences: Sequence[str],
     >>> denying_evidence("Does Regret Pre-training introduce additional parameters?", asked, sentences, [None] * 2)
     >>> denying_evidence("Does Regret Pre-training not introduce additional parameters?", asked, sentences,
     ...                  ["Regret Pre-training"] * 2)
+    >>> denying_evidence("Does Regret Pre-training add parameters?", {"regret", "pre", "train", "add", "paramet"},
+    ...                  sentences, ["Regret Pre-training"] * 2)  # "add" held in "additional"
+    1
+    >>> denying_evidence("Does X add extra weights to the model?", {"x", "add", "extra", "weight", "model"},
+    ...                  ["X adds no extra weights."], ["X"])  # four claim terms: "model" may be missing
+    0
     """
     if NEGATION_CUE.search(question) or DENIAL.search(question):
         return None
     for i, sentence in enumerate(sentences):
-        claim = asked - set(tokenize(labels[i] or ""))
-        if claim <= set(tokenize(sentence)) and len(negated_terms(sentence) & claim) >= MIN_NEGATED_TERMS:
+        claim = _claim_stems(asked) - _claim_stems(tokenize(labels[i] or ""))
+        held = [term for term in claim if _held(term, _claim_stems(tokenize(sentence)))]
+        slack = 1 if len(claim) >= CLAIM_TERMS_FOR_SLACK else 0
+        negated = _claim_stems(negated_terms(sentence))
+        if len(held) >= len(claim) - slack and sum(_held(term, negated) for term in claim) >= MIN_NEGATED_TERMS:
             return i
     return None
+
+
+def _claim_stems(tokens: Iterable[str]) -> set[str]:
+    """``tokens`` (BM25 stems) with each requirement word as "need" (:data:`~citerag.service.answering.language.
+    SAME_CLAIM_STEMS`)."""
+    return {SAME_CLAIM_STEMS.get(token, token) for token in tokens}
+
+
+def _held(term: str, tokens: set[str]) -> bool:
+    """Whether ``term`` (a stem of 3+ letters) is in ``tokens``, or begins one of them ("add" in "addit")."""
+    return term in tokens or (len(term) >= 3 and any(token.startswith(term) for token in tokens))
 
 
 def first_word_decision(text: str) -> str | None:

@@ -313,6 +313,22 @@ def test_evidence_that_negates_the_whole_question_makes_a_yes_a_no_in_its_own_wo
     assert partial.decision == "yes"
 
 
+@pytest.mark.parametrize("question, opening, sentence", [
+    # the question's words in other forms: "add" in "additional"; a generic fourth word ("model") not repeated
+    ("Does Regret Pre-training add extra parameters to the model?",
+     "This paper introduces Regret Pre-training, a self-supervised framework.",
+     "The framework introduces no additional parameters and requires one extra forward pass per training step."),
+    # a requirement in another word: "need" denied by "does not require"
+    ("Does TwinSampler need labelled data?", "We introduce TwinSampler, a sampler for graphs.",
+     "The sampler does not require labelled data at any stage."),
+])
+def test_evidence_that_negates_the_question_in_other_words_makes_a_yes_a_no(question: str, opening: str,
+                                                                            sentence: str) -> None:
+    state = _state(question, [result("paper", f"{opening} {sentence}")])
+    Write(FixedGenerator("Yes [1].", decision={"yes": 0.9, "no": 0.08, "maybe": 0.02})).run(state)
+    assert state.decision == "no" and state.written.startswith(sentence)
+
+
 # --- verify --------------------------------------------------------------------------------------------------------
 
 def test_check_holds_numbers_and_names_to_the_evidence() -> None:
