@@ -40,6 +40,17 @@ def test_devset_is_well_formed() -> None:
     assert len(covered) == 38
 
 
+@pytest.mark.parametrize("name, size", [("seed_questions.jsonl", 24), ("fresh_questions.jsonl", 30)])
+def test_the_question_sets_written_apart_judge_shipped_documents(name: str, size: int) -> None:
+    shipped = {doc for q in load_devset(ROOT / "eval" / "devset.jsonl") for doc in q.qrels}
+    questions = load_devset(ROOT / "eval" / name)
+    assert len(questions) == size and len({q.qid for q in questions}) == size
+    assert all(set(q.qrels) <= shipped for q in questions)
+    assert all(not q.qrels for q in questions if q.kind == "no_answer")
+    assert {"fact", "number", "definition", "yesno", "which-papers", "comparison", "no_answer"} <= {
+        q.kind for q in questions}
+
+
 @pytest.mark.slow
 def test_three_way_evaluation_on_the_devset(seed_settings) -> None:
     from citerag.index.lifecycle import ensure_index
