@@ -172,10 +172,10 @@ def denying_evidence(question: str, asked: set[str], sentences: Sequence[str],
         return None
     for i, sentence in enumerate(sentences):
         claim = _claim_stems(asked) - _claim_stems(tokenize(labels[i] or ""))
-        held = [term for term in claim if _held(term, _claim_stems(tokenize(sentence)))]
+        tokens, negated = _claim_stems(tokenize(sentence)), _claim_stems(negated_terms(sentence))
         slack = 1 if len(claim) >= CLAIM_TERMS_FOR_SLACK else 0
-        negated = _claim_stems(negated_terms(sentence))
-        if len(held) >= len(claim) - slack and sum(_held(term, negated) for term in claim) >= MIN_NEGATED_TERMS:
+        if sum(_held(term, tokens) for term in claim) >= len(claim) - slack and \
+                sum(_held(term, negated) for term in claim) >= MIN_NEGATED_TERMS:
             return i
     return None
 
@@ -187,7 +187,7 @@ def _claim_stems(tokens: Iterable[str]) -> set[str]:
 
 
 def _held(term: str, tokens: set[str]) -> bool:
-    """Whether ``term`` (a stem of 3+ letters) is in ``tokens``, or begins one of them ("add" in "addit")."""
+    """Whether ``term`` is in ``tokens``, or, 3 letters or more, begins one of them ("add" in "addit")."""
     return term in tokens or (len(term) >= 3 and any(token.startswith(term) for token in tokens))
 
 
