@@ -2,7 +2,7 @@
 weight setting, the share of questions whose gold span is in the top-m evidence sentences (what the model can
 choose from), and token-F1 / span hit of the top-1 sentence alone.
 
-    .venv/bin/python eval/evidence_table.py ../shared/benchmarks/covidqa [--half dev] [--sample 200]
+    .venv/bin/python eval/evidence_table.py ../shared/benchmarks/covidqa [--half dev] [--sample 200] [--default-only]
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 
 from citerag.eval import qa_metrics as m
-from citerag.service.answering.evidence import select_evidence
-from citerag.service.context import merge_same_document
+from citerag.service.answering.evidence import DEFAULT_WEIGHTS, select_evidence
+from citerag.service.answering.retrieve import merge_same_document
 from citerag.index.lifecycle import ensure_index
 from citerag.service.pipeline import index_setup, load_embedder, open_retriever
 from citerag.eval.qa import half, load_qa, sample
@@ -27,6 +27,8 @@ def main() -> None:
     parser.add_argument("--half", default="dev")
     parser.add_argument("--sample", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--default-only", action="store_true",
+                        help="only the service's setting: k = 8 and the default weights")
     args = parser.parse_args()
     bench = load_qa(args.folder)
     questions = sample(half(bench.questions, args.half), args.sample, args.seed)
@@ -37,7 +39,8 @@ def main() -> None:
     weights_grid = [(0.4, 0.2, 0.3, 0.1), (1, 0, 0, 0), (0, 1, 0, 0), (0, 0, 1, 0), (0.5, 0.5, 0, 0),
                     (0.3, 0.3, 0.3, 0.1), (0.5, 0.2, 0.2, 0.1), (0.3, 0.2, 0.3, 0.2), (0.4, 0.1, 0.4, 0.1)]
     rows = []
-    for k, weights in itertools.product((3, 5, 8, 12), weights_grid):
+    grid = [(8, DEFAULT_WEIGHTS)] if args.default_only else itertools.product((3, 5, 8, 12), weights_grid)
+    for k, weights in grid:
         hits = {1: 0, 3: 0, 6: 0, 9: 0}
         f1 = 0.0
         for q in questions:
