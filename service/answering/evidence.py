@@ -443,16 +443,19 @@ _INTRODUCING = rf"(?:{INTRODUCING_VERBS})(?:es|s|d)?"  # "we introduce", "is int
 
 
 def introduces(subject: str, text: str) -> bool:
-    """Whether ``text`` says what ``subject`` is: "we introduce Polaris, a ..." or "Polaris is a ..." (any case,
-    Markdown emphasis around the name allowed).
+    """Whether ``text`` says what ``subject`` is: "we introduce Polaris, a ...", "we propose HELIX, which ..." or
+    "Polaris is a ..." (any case, Markdown emphasis around the name allowed).
 
     >>> introduces("Polaris", "We introduce **Polaris**, a polar hyperspherical embedding framework.")
     True
     >>> introduces("Polaris", "Polaris then combines robust local constraints.")
     False
+    >>> introduces("HELIX", "To address this, we propose HELIX, which assigns each feature a learnable identity.")
+    True
     """
     name = rf"\**{re.escape(subject)}\**"
-    pattern = rf"\b{_INTRODUCING}\s+{name}(?:\s*\([^)]{{1,40}}\))?\s*,\s+(?:a|an|the)\b|\b{name}\s+(?:is|are)\s+(?:a|an)\b"
+    pattern = (rf"\b{_INTRODUCING}\s+{name}(?:\s*\([^)]{{1,40}}\))?\s*,\s+(?:a|an|the|which|that)\b"
+               rf"|\b{name}\s+(?:is|are)\s+(?:a|an)\b")
     return re.search(pattern, fold(text), re.IGNORECASE) is not None
 
 
