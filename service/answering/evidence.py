@@ -6,7 +6,8 @@ A sentence's score is a weighted sum of four signals, each scaled to ``[0, 1]`` 
 * ``dense``: cosine similarity of the sentence and the question (the index's embedding model, L2-normalised);
 * ``bm25``: BM25 (Robertson & Zaragoza 2009; rank-bm25's Okapi variant, k1 = 1.5, b = 0.75) of the sentence
   among the candidate sentences, with the index's analyser (:func:`citerag.index.tokenize.tokenize`);
-* ``coverage``: the IDF-weighted share of the question's terms the sentence contains (IDF over the candidates);
+* ``coverage``: the IDF-weighted share of the question's terms the sentence contains (IDF over the candidates; a
+  term is contained in a longer word it begins, "data" in "dataset": :func:`holds`);
 * ``rank``: the reciprocal of its passage's fused rank, ``1 / rank`` (a sentence of the best passage scores 1).
 
 The weights (:data:`DEFAULT_WEIGHTS`) were chosen on the shared COVID-QA questions' dev half only
@@ -121,6 +122,21 @@ def _pieces(text: str, start: int, end: int) -> list[tuple[int, int]]:
     return pieces
 
 
+#: A question term this long or longer is held by a sentence word it begins ("data" by "dataset"; BM25's stems do
+#: not join a word and its compounds or derivations).
+MIN_PREFIX_CHARS = 4
+
+
+def holds(term: str, tokens: set[str], min_chars: int = MIN_PREFIX_CHARS) -> bool:
+    """Whether the sentence ``tokens`` (BM25 stems) hold the question ``term``: the stem itself, or, when it has
+    ``min_chars`` letters or more, a stem it begins.
+
+    >>> holds("data", {"dataset", "strings"}), holds("use", {"user"}), holds("add", {"addit"}, min_chars=3)
+    (True, False, True)
+    """
+    return term in tokens or (len(term) >= min_chars and any(token.startswith(term) for token in tokens))
+
+
 def _scaled(values: np.ndarray) -> np.ndarray:
     """``values`` min-max scaled to ``[0, 1]``; all zeros when they are all equal."""
     low, high = float(values.min()), float(values.max())
@@ -160,9 +176,9 @@ def sentence_scores(
         if asked else np.zeros(len(sentences))
     n = len(sentences)
     sets = [set(t) for t in tokens]
-    idf = {term: math.log(1 + n / (1 + sum(term in s for s in sets))) for term in asked}
+    idf = {term: math.log(1 + n / (1 + sum(holds(term, s) for s in sets))) for term in asked}
     total = sum(idf.values())
-    coverage = np.asarray([sum(idf[t] for t in asked if t in s) / total if total else 0.0 for s in sets])
+    coverage = np.asarray([sum(idf[t] for t in asked if holds(t, s)) / total if total else 0.0 for s in sets])
     prior = 1.0 / np.asarray(ranks, dtype=np.float64)
     w_dense, w_bm25, w_cov, w_rank = weights
     scores = (
@@ -443,16 +459,19 @@ _INTRODUCING = rf"(?:{INTRODUCING_VERBS})(?:es|s|d)?"  # "we introduce", "is int
 
 
 def introduces(subject: str, text: str) -> bool:
-    """Whether ``text`` says what ``subject`` is: "we introduce Polaris, a ..." or "Polaris is a ..." (any case,
-    Markdown emphasis around the name allowed).
+    """Whether ``text`` says what ``subject`` is: "we introduce Polaris, a ...", "we propose HELIX, which ..." or
+    "Polaris is a ..." (any case, Markdown emphasis around the name allowed).
 
     >>> introduces("Polaris", "We introduce **Polaris**, a polar hyperspherical embedding framework.")
     True
     >>> introduces("Polaris", "Polaris then combines robust local constraints.")
     False
+    >>> introduces("HELIX", "To address this, we propose HELIX, which assigns each feature a learnable identity.")
+    True
     """
     name = rf"\**{re.escape(subject)}\**"
-    pattern = rf"\b{_INTRODUCING}\s+{name}(?:\s*\([^)]{{1,40}}\))?\s*,\s+(?:a|an|the)\b|\b{name}\s+(?:is|are)\s+(?:a|an)\b"
+    pattern = (rf"\b{_INTRODUCING}\s+{name}(?:\s*\([^)]{{1,40}}\))?\s*,\s+(?:a|an|the|which|that)\b"
+               rf"|\b{name}\s+(?:is|are)\s+(?:a|an)\b")
     return re.search(pattern, fold(text), re.IGNORECASE) is not None
 
 

@@ -47,6 +47,7 @@ from citerag.service.answering.language import (
     FUNCTION_WORDS,
     LEADING_CONJUNCTION,
     META_WORDS,
+    RESEARCH_NOUNS,
     marker_numbers,
     number_values,
     states_number,
@@ -70,6 +71,13 @@ _WORD = re.compile(r"[^\W_]+(?:[-–][^\W_]+)*")
 _ALNUM = re.compile(r"[\W_]+")
 _CAPITALISED = re.compile(r"(?<=\s)[A-Z][\w-]*")
 _DECISION_WORDS = {"yes", "no", "maybe"}
+#: Class nouns any research contribution is ("a method", "a framework"): saying one adds nothing to check.
+_GENERIC_CLASS = frozenset(t for noun in RESEARCH_NOUNS for t in tokenize(noun))
+#: What a sentence says its subject is: "HELIX is a graph neural network that ...": the class noun phrase after
+#: "is a", up to a relative pronoun, a preposition or punctuation.
+_CLASS = re.compile(
+    r"^[^,;:]{1,80}?\s(?:is|are)\s(?:a|an)\s(?P<head>[^,.;:()\[]+?)"
+    r"(?=\s+(?:that|which|who|for|to|with|where|in|of|on|using|by|from|designed|based|trained)\b|[,.;:()\[]|$)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,15 +88,19 @@ class Check:
         coverage: the share of its content terms found, in ``[0, 1]`` (1.0 when it has none).
         missing_numbers: numbers it states that are not there.
         missing_names: names it uses that are not there.
+        missing_class: the terms of what it says its subject is ("HELIX is a graph neural network that ...": the
+            noun phrase after "is a") that are not there: the rest of the sentence cannot make up for them.
     """
 
     coverage: float
     missing_numbers: tuple[str, ...] = ()
     missing_names: tuple[str, ...] = ()
+    missing_class: tuple[str, ...] = ()
 
     def supported(self, min_support: float = MIN_SUPPORT) -> bool:
-        """No missing number or name, and at least ``min_support`` of the content terms found."""
-        return not self.missing_numbers and not self.missing_names and self.coverage >= min_support
+        """No missing number, name or class term, and at least ``min_support`` of the content terms found."""
+        return not (self.missing_numbers or self.missing_names or self.missing_class) and \
+            self.coverage >= min_support
 
 
 def content_tokens(text: str) -> set[str]:
@@ -124,6 +136,9 @@ def check(sentence: str, sources: Iterable[str], question: str = "", labels: Ite
     0.0
     >>> check("PMDO is proposed for CD-CIL", sources, question, ["PMDO"], names_answer=True).coverage
     1.0
+    >>> check("HELIX is a graph neural network that learns feature dependencies",  # what it is, not in the source
+    ...       ["Unlike graph-based methods, HELIX learns feature dependencies end-to-end."]).missing_class
+    ('neural',)
     >>> title = "Order Reduction for Complex Neurons"  # the paper's title alone answers nothing
     >>> check(title, ["We reduce the Hodgkin-Huxley model."], "Which neuron model is reduced?", [title],
     ...       names_answer=True).coverage
@@ -144,7 +159,9 @@ def check(sentence: str, sources: Iterable[str], question: str = "", labels: Ite
     names = [*names_in(sentence), *_CAPITALISED.findall(" " + sentence.split(" ", 1)[-1])]
     letters = _ALNUM.sub("", fold(known_text).lower())
     missing_names = tuple(n for n in dict.fromkeys(names) if _ALNUM.sub("", fold(n).lower()) not in letters)
-    return Check(coverage, missing_numbers, missing_names)
+    head = _CLASS.match(sentence)
+    missing_class = tuple(sorted(content_tokens(head["head"]) - known - asked - _GENERIC_CLASS)) if head else ()
+    return Check(coverage, missing_numbers, missing_names, missing_class)
 
 
 def written_sentences(text: str, truncated: bool) -> list[tuple[str, list[int]]]:

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 import regex
 
 from citerag.service.answering.choice import choose
-from citerag.service.answering.evidence import Evidence
+from citerag.service.answering.evidence import Evidence, holds
 from citerag.index.text import readable
 from citerag.index.tokenize import tokenize
 from citerag.service.answering.language import DENIAL, NEGATION_CUE, SAME_CLAIM_STEMS
@@ -122,6 +122,10 @@ MIN_NEGATED_TERMS = 2
 #: A claim of at least this many terms is denied by a sentence that lacks one of them: a question's generic word
 #: ("Does X add extra parameters to the model?") need not be repeated by the sentence that denies it.
 CLAIM_TERMS_FOR_SLACK = 4
+#: A claim term this long is held in a longer word it begins ("add" in "additional"): shorter than evidence
+#: scoring's :data:`~citerag.service.answering.evidence.MIN_PREFIX_CHARS`, as the sentence must also hold the rest
+#: of the claim and negate two of its terms.
+DENIAL_PREFIX_CHARS = 3
 _CLAUSE_END = re.compile(r"[,;:.()\[\]]")
 
 
@@ -147,9 +151,9 @@ def denying_evidence(question: str, asked: set[str], sentences: Sequence[str],
     sentence that holds every content term of the question (``asked``, BM25 tokens) but those of its paper's name
     (``labels[i]``: the subject, "Regret Pre-training", which the sentence may call "the framework"), or all but one
     of a claim of :data:`CLAIM_TERMS_FOR_SLACK` terms or more, with a negation whose scope (:func:`negated_terms`)
-    holds :data:`MIN_NEGATED_TERMS` of them. A term is held in a longer form too ("add" in "additional") and a
-    requirement in any of its words (:data:`~citerag.service.answering.language.SAME_CLAIM_STEMS`: "need" in "not
-    required"). A question that negates anything itself is left alone. A sentence that negates part of a longer
+    holds :data:`MIN_NEGATED_TERMS` of them. A term is held in a longer form too (:data:`DENIAL_PREFIX_CHARS`:
+    "add" in "additional") and a requirement in any of its words (:data:`~citerag.service.answering.language.
+    SAME_CLAIM_STEMS`: "need" in "not required"). A question that negates anything itself is left alone. A sentence that negates part of a longer
     question ("... but not unilateral knee pain" for "Does obesity predict knee pain over fourteen years in
     women?") lacks several of its terms.
 
@@ -174,8 +178,8 @@ def denying_evidence(question: str, asked: set[str], sentences: Sequence[str],
         claim = _claim_stems(asked) - _claim_stems(tokenize(labels[i] or ""))
         tokens, negated = _claim_stems(tokenize(sentence)), _claim_stems(negated_terms(sentence))
         slack = 1 if len(claim) >= CLAIM_TERMS_FOR_SLACK else 0
-        if sum(_held(term, tokens) for term in claim) >= len(claim) - slack and \
-                sum(_held(term, negated) for term in claim) >= MIN_NEGATED_TERMS:
+        if sum(holds(term, tokens, DENIAL_PREFIX_CHARS) for term in claim) >= len(claim) - slack and \
+                sum(holds(term, negated, DENIAL_PREFIX_CHARS) for term in claim) >= MIN_NEGATED_TERMS:
             return i
     return None
 
@@ -184,11 +188,6 @@ def _claim_stems(tokens: Iterable[str]) -> set[str]:
     """``tokens`` (BM25 stems) with each requirement word as "need" (:data:`~citerag.service.answering.language.
     SAME_CLAIM_STEMS`)."""
     return {SAME_CLAIM_STEMS.get(token, token) for token in tokens}
-
-
-def _held(term: str, tokens: set[str]) -> bool:
-    """Whether ``term`` is in ``tokens``, or, 3 letters or more, begins one of them ("add" in "addit")."""
-    return term in tokens or (len(term) >= 3 and any(token.startswith(term) for token in tokens))
 
 
 def first_word_decision(text: str) -> str | None:

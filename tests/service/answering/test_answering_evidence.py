@@ -66,6 +66,15 @@ def test_a_web_address_does_not_make_a_sentence_match_the_question() -> None:
     assert scores.tolist() == pytest.approx(bare.tolist()) and cosines.tolist() == pytest.approx(bare_cosines.tolist())
 
 
+def test_a_question_word_counts_in_a_longer_word_it_begins() -> None:
+    # "data" is held by "dataset" (BM25's stems keep them apart); a 3-letter stem is not ("use" in "users")
+    question = "Where did the ranking paper get the data for its evaluation?"
+    sentences = ["Evaluations on a large-scale dataset built from STRING releases show large gains.",
+                 "Evaluations with practitioners show large gains for the users."]
+    scores, _ = sentence_scores(question, sentences, [1, 1], HashEmbedder().encode, weights=(0.0, 0.0, 1.0, 0.0))
+    assert scores[0] > scores[1]
+
+
 def test_select_evidence_keeps_the_best_and_grouped_restores_text_order() -> None:
     passages = [result("ml", ML), result("covid", COVID, rank=2)]
     evidence = select_evidence("How much memory does LU-KV use at 90% accuracy?", passages, HashEmbedder().encode, keep=3)

@@ -370,6 +370,25 @@ def _verified(question: str, passages, written: str, truncated: bool = False) ->
     return state
 
 
+def test_what_an_answer_says_its_subject_is_must_be_in_the_evidence() -> None:
+    helix = ("Time series imputation benefits from cross-feature correlations. To address this, we propose HELIX, "
+             "which assigns each feature a learnable feature identity, a persistent embedding that captures "
+             "intrinsic semantic properties throughout the network. Unlike graph-based "
+             "methods, HELIX learns arbitrary feature dependencies from temporal co-variation.")
+    # "a graph neural network" is the model's, not the paper's: the sentence goes, and the evidence sentence it
+    # rests on (its marker's) says what HELIX is in the paper's words
+    state = _verified("What is HELIX?", [result("helix", helix)],
+                      "HELIX is a graph neural network that assigns each feature a learnable feature identity, a "
+                      "persistent embedding that captures intrinsic semantic properties [1].")
+    assert [s.text for s in state.statements] == [
+        "HELIX assigns each feature a learnable feature identity, a persistent embedding that captures intrinsic "
+        "semantic properties throughout the network"]
+    kept = _verified("What is HELIX?", [result("helix", helix)],
+                     "HELIX is a persistent embedding that assigns each feature a learnable feature identity [1].")
+    assert [s.text for s in kept.statements] == [
+        "HELIX is a persistent embedding that assigns each feature a learnable feature identity"]
+
+
 def test_a_supported_sentence_is_kept_and_a_wrong_citation_is_moved() -> None:
     passages = [result("covid", COVID), result("ml", ML, rank=2)]
     state = _verified("How much memory does LU-KV keep at 90% accuracy?", passages,
