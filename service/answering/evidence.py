@@ -176,9 +176,10 @@ def sentence_scores(
         if asked else np.zeros(len(sentences))
     n = len(sentences)
     sets = [set(t) for t in tokens]
-    idf = {term: math.log(1 + n / (1 + sum(holds(term, s) for s in sets))) for term in asked}
+    held = [[term for term in asked if holds(term, s)] for s in sets]  # each sentence's question terms
+    idf = {term: math.log(1 + n / (1 + sum(term in terms for terms in held))) for term in asked}
     total = sum(idf.values())
-    coverage = np.asarray([sum(idf[t] for t in asked if holds(t, s)) / total if total else 0.0 for s in sets])
+    coverage = np.asarray([sum(idf[t] for t in terms) / total if total else 0.0 for terms in held])
     prior = 1.0 / np.asarray(ranks, dtype=np.float64)
     w_dense, w_bm25, w_cov, w_rank = weights
     scores = (

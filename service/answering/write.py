@@ -153,9 +153,9 @@ def denying_evidence(question: str, asked: set[str], sentences: Sequence[str],
     of a claim of :data:`CLAIM_TERMS_FOR_SLACK` terms or more, with a negation whose scope (:func:`negated_terms`)
     holds :data:`MIN_NEGATED_TERMS` of them. A term is held in a longer form too (:data:`DENIAL_PREFIX_CHARS`:
     "add" in "additional") and a requirement in any of its words (:data:`~citerag.service.answering.language.
-    SAME_CLAIM_STEMS`: "need" in "not required"). A question that negates anything itself is left alone. A sentence that negates part of a longer
-    question ("... but not unilateral knee pain" for "Does obesity predict knee pain over fourteen years in
-    women?") lacks several of its terms.
+    SAME_CLAIM_STEMS`: "need" in "not required"). A question that negates anything itself is left alone. A
+    sentence that negates part of a longer question ("... but not unilateral knee pain" for "Does obesity predict
+    knee pain over fourteen years in women?") lacks several of its terms.
 
     >>> sentences = ["This paper introduces Regret Pre-training.", "It introduces no additional parameters."]
     >>> asked = {"regret", "pre", "train", "introduc", "addit", "paramet"}
@@ -174,8 +174,9 @@ def denying_evidence(question: str, asked: set[str], sentences: Sequence[str],
     """
     if NEGATION_CUE.search(question) or DENIAL.search(question):
         return None
+    asked = _claim_stems(asked)
     for i, sentence in enumerate(sentences):
-        claim = _claim_stems(asked) - _claim_stems(tokenize(labels[i] or ""))
+        claim = asked - _claim_stems(tokenize(labels[i] or ""))
         tokens, negated = _claim_stems(tokenize(sentence)), _claim_stems(negated_terms(sentence))
         slack = 1 if len(claim) >= CLAIM_TERMS_FOR_SLACK else 0
         if sum(holds(term, tokens, DENIAL_PREFIX_CHARS) for term in claim) >= len(claim) - slack and \
