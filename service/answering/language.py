@@ -52,6 +52,12 @@ COMPARATIVES = frozenset(
     "stronger weaker earlier later wider narrower deeper shallower heavier lighter denser sparser".split()
 )
 
+#: Words that open a list of examples ("activation functions like ReLU or GELU", "such as A or B"): an "or" inside
+#: such a list joins examples of one thing, not alternatives to choose between. "like" counts after a plural noun
+#: only ("functions like"): after a verb it compares ("Does it behave like A or B?").
+EXAMPLE_LIST = re.compile(r"(?:\b\w{3,}s like|\bsuch as|\be\.g\.|\bincluding|\bfor (?:example|instance))\s",
+                          re.IGNORECASE)
+
 #: Words for the thing a paper is about: "the method", "our model", "this paper" refer to it.
 RESEARCH_NOUNS = frozenset(
     """method methods model models paper papers approach approaches work framework frameworks algorithm algorithms

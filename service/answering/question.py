@@ -26,6 +26,7 @@ from citerag.index.tokenize import tokenize
 from citerag.service.answering.language import (
     AUXILIARIES,
     COMPARATIVES,
+    EXAMPLE_LIST,
     FUNCTION_WORDS,
     IMPERATIVES,
     QUANTITY_MODIFIERS,
@@ -116,8 +117,9 @@ def offers_alternatives(clause: str) -> bool:
     """True when ``clause`` asks to choose between alternatives joined by "or": the "or" comes before its last
     word ("Are they the same or different?") or before a comparative ("Is A or B faster?", "Is A or B more
     accurate?"). An "or" inside the clause joins parts of a yes/no question ("Does surgery or radiation improve
-    survival?", "Are abscesses, phlegmons, or recurrent disease contraindications?"), as does "or not" and an
-    open-ended number ("patients aged 80 or older").
+    survival?", "Are abscesses, phlegmons, or recurrent disease contraindications?"), as does "or not", an
+    open-ended number ("patients aged 80 or older") and a list of examples (:data:`~citerag.service.answering.
+    language.EXAMPLE_LIST`: "Do they use activation functions like ReLU or GELU?").
 
     >>> offers_alternatives("Is A or B faster?"), offers_alternatives("Is it continuous or discontinuous?")
     (True, True)
@@ -125,12 +127,18 @@ def offers_alternatives(clause: str) -> bool:
     (False, False)
     >>> offers_alternatives("Is repair justified for patients aged 80 or older?")
     False
+    >>> offers_alternatives("Do they use activation functions like ReLU or GELU?")
+    False
+    >>> offers_alternatives("Is a model such as GPT or BERT faster?"), offers_alternatives("Does it act like A or B?")
+    (True, True)
     """
     for match in _OR.finditer(clause):
         before, after = clause[:match.start()].split(), re.findall(r"[\w-]+", clause[match.end():].lower())
         if not after or after == ["not"] or (before and any(c.isdigit() for c in before[-1])):
             continue
-        if len(after) == 1 or any(word in COMPARATIVES or word in ("more", "less") for word in after):
+        if any(word in COMPARATIVES or word in ("more", "less") for word in after):
+            return True
+        if len(after) == 1 and not EXAMPLE_LIST.search(clause[:match.start()]):
             return True
     return False
 

@@ -24,6 +24,9 @@ from tests.service.answering.fixed import COVID, ML, result
      ("Does surgery or radiation therapy impact survival in small cell cancers?", True),
      ("Is repair justified for patients aged 80 or older?", True), ("Is the drug safe or not?", True),
      ("Are the groups the same or different?", False), ("Is method A or method B more accurate on ImageNet?", False),
+     # an "or" inside a list of examples joins examples, not alternatives; "like" after a verb compares
+     ("Do the models use activation functions like ReLU or GELU?", True),
+     ("Does the method need labels such as boxes or masks?", True), ("Does it behave like A or B?", False),
      ("With X fixed, what were the costs, were they high?", False),
      ("List the trials of remdesivir?", False)],
 )
