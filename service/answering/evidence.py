@@ -379,7 +379,7 @@ class SelectEvidence:
 
     def run(self, state: AnswerState) -> None:
         from citerag.service.answering.names import named_documents
-        from citerag.service.answering.question import defined_subject
+        from citerag.service.answering.question import asked_class, defined_subject
 
         assert state.info is not None
         ranked = select_evidence(state.info.text, state.passages, self.encode, 64, self.weights)
@@ -391,7 +391,7 @@ class SelectEvidence:
         state.named = named_documents(state.info.names, state.passages)
         chosen = self.chosen(ranked, state.named, state.info.kind, 1 if state.info.one_paper else self.max_papers,
                              state.info.names, judged=self.judged_papers and state.info.polar is not None,
-                             subject=defined_subject(state.info.text))
+                             subject=defined_subject(state.info.text), asked_class=asked_class(state.info.text))
         state.evidence = grouped(chosen)
         if not (state.info.several_papers or state.info.kind == "yes_no"):
             state.reserve = grouped(self.following(ranked, chosen))
@@ -418,13 +418,14 @@ class SelectEvidence:
 
     def chosen(self, ranked: list[Evidence], named: list[str], kind: str = "fact",
                max_papers: int | None = None, names: Sequence[str] = (), judged: bool = False,
-               subject: str | None = None) -> list[Evidence]:
+               subject: str | None = None, asked_class: str | None = None) -> list[Evidence]:
         """The evidence to keep from ``ranked`` (best first), for a question of ``kind`` that names the documents
         ``named`` and the things ``names`` (class docstring); a which-papers question keeps at most ``max_papers``
         (default :attr:`max_papers`; 1 when it asks for one paper), or, when its papers will be ``judged``, the
         candidates for that judge (:data:`CANDIDATE_PAPER_RATIO`, :data:`MAX_CANDIDATE_PAPERS`), each by its best
         sentence and its best about its own work (:data:`JUDGED_OWN_SCORE_RATIO`); ``subject``: what a "What is X?"
-        question asks to define (:func:`_stating`)."""
+        question asks to define, and ``asked_class`` the class of what a "What/Which <noun> ...?" question asks for
+        (:func:`_stating`)."""
         by_doc: dict[str, list[Evidence]] = {}
         for item in ranked:
             by_doc.setdefault(item.doc_id, []).append(item)
@@ -447,10 +448,12 @@ class SelectEvidence:
                                                                      MAX_NAMED_SENTENCES)))
         chosen = self._filled(_unique([ranked[0], *(firsts[d] for d in (named if several else []) if d in firsts)]),
                               ranked[1:])
-        states = _stating(kind, names, subject)
-        if states is not None and not any(states(item.text) for item in chosen):
-            # the best sentence that states what the kind asks for takes the last place
-            stating = next((item for item in ranked if states(item.text)), None)
+        stating_rule = _stating(kind, names, subject, asked_class)
+        if stating_rule is not None and not any(stating_rule[0](item.text) for item in chosen):
+            # the best sentence that states what the kind asks for takes the last place; a name of the class asked
+            # for comes from a paper already in the evidence or named (not from a paper like them)
+            papers = {item.doc_id for item in chosen} | set(named) if kind == "fact" else set(by_doc)
+            stating = next((item for item in ranked if item.doc_id in papers and stating_rule[1](item.text)), None)
             if stating is not None:
                 chosen = [*chosen[: max(1, self.sentences - 1)], stating]
         return chosen
@@ -476,15 +479,33 @@ def introduces(subject: str, text: str) -> bool:
     return re.search(pattern, fold(text), re.IGNORECASE) is not None
 
 
-def _stating(kind: str, names: Sequence[str], subject: str | None = None) -> Callable[[str], bool] | None:
+Stated = Callable[[str], bool]
+
+
+def _stating(kind: str, names: Sequence[str], subject: str | None = None,
+             asked_class: str | None = None) -> tuple[Stated, Stated] | None:
     """What a sentence must do to state what a question of ``kind`` naming ``names`` asks for, when evidence needs
-    one such sentence: a quantity is stated with a number; an abbreviation asked about ("What does GGF stand for?",
-    "What is ASMC?") is defined by its long form (:func:`~citerag.service.answering.names.long_form`), and the
-    ``subject`` of "What is X?" by the sentence that says what it is (:func:`introduces`). ``None``: no such need."""
-    from citerag.service.answering.names import long_form
+    one such sentence: ``(stated, states)``, the test that the chosen evidence already states it and the test for
+    the sentence that takes the last place. A quantity is stated with a number; an abbreviation asked about ("What
+    does GGF stand for?", "What is ASMC?") is defined by its long form (:func:`~citerag.service.answering.names.
+    long_form`), and the ``subject`` of "What is X?" by the sentence that says what it is (:func:`introduces`). A fact
+    asked by its class ("What base model architecture ...?", ``asked_class``) is stated by a name of that class the
+    question does not hold, right before the class noun ("the OLMoE-1B-7B architecture", :func:`~citerag.service.
+    answering.names.names_of_class`); evidence that holds the noun and such a name anywhere ("three databases
+    (PubMed, Embase and Cochrane Library)") may state it already: the expected answer type of factoid QA (Moldovan
+    et al. 2000, ACL). ``None``: no such need."""
+    from citerag.service.answering.names import long_form, names_of_class
 
     if kind == "number":
-        return lambda text: bool(_DIGIT.search(text))
+        return _same(lambda text: bool(_DIGIT.search(text)))
     if kind == "definition" and (names or subject):
-        return lambda text: any(long_form(name, text) for name in names) or bool(subject and introduces(subject, text))
+        return _same(lambda text: any(long_form(name, text) for name in names) or
+                     bool(subject and introduces(subject, text)))
+    if kind == "fact" and asked_class:
+        return (lambda text: names_of_class(asked_class, text, names, adjacent=False),
+                lambda text: names_of_class(asked_class, text, names))
     return None
+
+
+def _same(states: Stated) -> tuple[Stated, Stated]:
+    return states, states

@@ -128,6 +128,37 @@ def names_in(text: str) -> list[str]:
     return [candidate for candidate in _COINED.findall(fold(text)) if _own_part(candidate)]
 
 
+def names_of_class(noun: str, text: str, asked: Sequence[str] = (), adjacent: bool = True) -> bool:
+    """Whether ``text`` names a thing of the class ``noun`` (singular or plural) that is not among the names
+    ``asked``: a name-shaped token right before the noun in either number ("on the OLMoE-1B-7B architecture", "the
+    MIMIC-IV datasets") or after "<noun> called/named" ("a benchmark called K-live"); not ``adjacent``: the noun
+    and such a name anywhere in ``text`` ("three databases (PubMed, Embase and Cochrane Library)").
+
+    >>> names_of_class("architecture", "We run it on the OLMoE-1B-7B architecture: two variants.")
+    True
+    >>> names_of_class("viruses", "Cells infected with the SARS-CoV-2 virus."), names_of_class("llms", "GPT-4 LLM")
+    (True, True)
+    >>> text = "We searched three databases (PubMed, Embase and Cochrane Library)."
+    >>> names_of_class("databases", text), names_of_class("databases", text, adjacent=False)
+    (False, True)
+    >>> names_of_class("architecture", "It employs a dual-view architecture."), names_of_class(
+    ...     "dataset", "We test HELIX on the ETTh1 dataset.", asked=["ETTh1"])
+    (False, False)
+    """
+    stems = {noun, noun[:-1] if noun.endswith("s") else noun, noun[:-2] if noun.endswith("es") else noun}
+    noun = "(?:" + "|".join(map(re.escape, sorted(stems, key=len, reverse=True))) + ")"
+    pattern = rf"({_NAME})\s+{noun}(?:s|es)?\b|\b{noun}(?:s|es)?\s+(?:called|named|dubbed)\s+({_NAME})"
+    asked_folded = {fold(name).lower() for name in asked}
+    if not adjacent:
+        return re.search(rf"\b{noun}(?:s|es)?\b", fold(text), re.IGNORECASE) is not None and any(
+            name.lower() not in asked_folded for name in names_in(text))
+    for match in re.finditer(pattern, fold(text), re.IGNORECASE):
+        name = match.group(1) or match.group(2)
+        if _COINED.fullmatch(name) and _own_part(name) and name.lower() not in asked_folded:
+            return True
+    return False
+
+
 #: A title's head before its colon is the paper's name when it has at most this many words ("Harmonic-NAS:
 #: Hardware-Aware Multimodal ...", "Avoid Everything: Model-Free ...").
 MAX_TITLE_HEAD_WORDS = 4

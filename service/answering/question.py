@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from itertools import takewhile
 from typing import Literal
 
 from citerag.index.text import fold
@@ -281,6 +282,39 @@ def question_kind(question: str, names: Sequence[str] = ()) -> QuestionKind:
     if _DEFINITION.match(question) and not _WH_WORD.search(_DEFINITION.match(question).group("subject")):
         return "definition"
     return "fact"
+
+
+# "What/Which <one to four words> <auxiliary> ...?": the words name the class of the thing asked for; "kind of",
+# "type of", "sort of" before them say nothing of it.
+_KIND_OF = re.compile(r"^(?:kind|type|sort|form|family)s?\s+of\s+")
+_CLASS_ASKED = re.compile(
+    rf"^\s*(?:what|which)\s+(?P<np>(?:[\w-]+\s+){{0,3}}[\w-]+)\s+(?:{'|'.join(AUXILIARIES)})\b", re.IGNORECASE
+)
+
+
+def asked_class(question: str) -> str | None:
+    """The class of the thing a "What/Which <noun phrase> <auxiliary> ...?" question asks for: the last word of
+    its noun phrase, lower-cased, as asked (singular or plural: "What base model architecture were the experiments run on?" asks for an
+    architecture); ``None`` for other questions, or a phrase that ends in a function word.
+
+    >>> asked_class("What base model architecture were the Regret Pre-training experiments run on?")
+    'architecture'
+    >>> asked_class("Which dataset does HELIX use?"), asked_class("What is Polaris?")
+    ('dataset', None)
+    >>> asked_class("Which optimizer gives every parameter its own momentum?") is None  # no auxiliary after the noun
+    True
+    >>> asked_class("What kind of verification does V1 use?"), asked_class("Which LLMs were tested?")
+    ('verification', 'llms')
+    >>> asked_class("Which model for variable clustering is used?")
+    'model'
+    """
+    match = _CLASS_ASKED.match(question)
+    if match is None:
+        return None
+    words = _KIND_OF.sub("", match.group("np").lower()).split()
+    # the head ends the phrase, or comes before its first function word ("model for variable clustering")
+    words = list(takewhile(lambda word: word not in FUNCTION_WORDS, words))
+    return words[-1] if words else None
 
 
 def defined_subject(question: str) -> str | None:

@@ -184,6 +184,23 @@ def test_a_name_asked_about_gets_the_sentence_that_says_what_it_is() -> None:
         "Polaris then combines local constraints and global regularization for Polaris."]
 
 
+def test_a_question_asking_for_a_thing_by_its_class_gets_a_sentence_that_names_one() -> None:
+    # "What base model architecture ...?" asks for a name of an architecture: the sentences that share the most
+    # words with the question name none ("a dual-view architecture" is a description, not a name)
+    text = ("This paper introduces Regret Pre-training, a self-supervised pre-training framework for base models. "
+            "The framework employs a dual-view architecture in which one model generates two distributions. "
+            "We investigate two teacher configurations on the OLMoE-1B-7B architecture.")
+    question = "What base model architecture were the Regret Pre-training experiments run on?"
+    state = _selected(question, [result("ml", text)], sentences=1)
+    assert state.info.kind == "fact"
+    assert len(state.evidence) == 2  # the best sentence, and the one that names an architecture
+    assert state.evidence[-1].text == "We investigate two teacher configurations on the OLMoE-1B-7B architecture."
+    # evidence that already holds the class noun and a name the question does not hold keeps its place
+    listed = text.replace("a dual-view architecture", "the dual-view LUPI architecture")
+    state = _selected(question, [result("ml", listed)], sentences=1)
+    assert "OLMoE-1B-7B" not in " ".join(item.text for item in state.evidence)
+
+
 def test_the_reserve_is_the_next_best_sentences() -> None:
     passages = [result("covid", COVID), result("pubmed", PUBMED, rank=2), result("ml", ML, rank=3)]
     ranked = select_evidence("What is the main cause of HIV-1 infection in children?", passages, HashEmbedder().encode)
