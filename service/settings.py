@@ -116,7 +116,8 @@ class Settings(BaseSettings):
     )
     min_confidence: float = Field(
         0.65, ge=0.0, le=1.0, description="Abstain when the model's probability that the evidence answers the "
-        "question is below this (chosen on dev questions: eval/results/qa.md).",
+        "question is below this; a yes/no question's \"yes\" needs the same probability (chosen on dev questions: "
+        "eval/results/qa.md).",
     )
     min_confidence_unseen: float = Field(
         0.85, ge=0.0, le=1.0, description="The confidence a question (not a yes/no one) needs when one of its content "

@@ -121,7 +121,8 @@ def evidence_pipeline(
         encode: the dense encoder (``list[str] -> (n, dim) float32``, L2-normalised rows), for evidence scoring.
         default_k: passages retrieved per question when a call gives no ``k``.
         min_dense_score, evidence_sentences, min_confidence, min_confidence_unseen, max_answer_tokens, second_look,
-            close_cosine: the components' settings (see each).
+            close_cosine: the components' settings (see each); ``min_confidence`` is also the P(yes) a yes/no
+            question's "yes" needs (:data:`~citerag.service.answering.write.MIN_YES`).
         judge_papers: judge each candidate paper of a which-papers question (:class:`~citerag.service.answering.
             judge.JudgePapers`); off, the papers whose best sentence scores half the best one's are named.
     """
@@ -133,7 +134,7 @@ def evidence_pipeline(
             SelectEvidence(encode, evidence_sentences, judged_papers=judge_papers),
             *([JudgePapers(generator)] if judge_papers else []),
             Judge(generator, searcher, min_confidence, min_confidence_unseen, second_look, close_cosine),
-            Write(generator, max_answer_tokens),
+            Write(generator, max_answer_tokens, min_yes=min_confidence),  # a "yes" needs what every answer needs
             Verify(),
             Compose(),
         ],

@@ -239,6 +239,10 @@ def test_a_yes_needs_the_confidence_every_answer_needs() -> None:
     from citerag.service.answering.write import MIN_YES
 
     assert MIN_YES == MIN_CONFIDENCE == 0.65
+    # and a bar the operator sets (CITERAG_MIN_CONFIDENCE) moves both
+    pipeline = evidence_pipeline(FixedSearcher([]), FixedGenerator(), HashEmbedder().encode, min_confidence=0.8)
+    assert [c.min_yes for c in pipeline.components if isinstance(c, Write)] == [0.8]
+    assert [c.min_confidence for c in pipeline.components if isinstance(c, Judge)] == [0.8]
 
 
 def test_a_conclusion_streams_as_soon_as_it_cannot_be_the_echo() -> None:
