@@ -379,7 +379,6 @@ class SelectEvidence:
 
     def run(self, state: AnswerState) -> None:
         from citerag.service.answering.names import named_documents
-        from citerag.service.answering.question import asked_class, defined_subject
 
         assert state.info is not None
         ranked = select_evidence(state.info.text, state.passages, self.encode, 64, self.weights)
@@ -391,7 +390,7 @@ class SelectEvidence:
         state.named = named_documents(state.info.names, state.passages)
         chosen = self.chosen(ranked, state.named, state.info.kind, 1 if state.info.one_paper else self.max_papers,
                              state.info.names, judged=self.judged_papers and state.info.polar is not None,
-                             subject=defined_subject(state.info.text), asked_class=asked_class(state.info.text))
+                             subject=state.info.subject, asked_class=state.info.asked_for)
         state.evidence = grouped(chosen)
         if not (state.info.several_papers or state.info.kind == "yes_no"):
             state.reserve = grouped(self.following(ranked, chosen))

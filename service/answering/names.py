@@ -147,11 +147,11 @@ def names_of_class(noun: str, text: str, asked: Sequence[str] = (), adjacent: bo
     """
     stems = {noun, noun[:-1] if noun.endswith("s") else noun, noun[:-2] if noun.endswith("es") else noun}
     noun = "(?:" + "|".join(map(re.escape, sorted(stems, key=len, reverse=True))) + ")"
-    pattern = rf"({_NAME})\s+{noun}(?:s|es)?\b|\b{noun}(?:s|es)?\s+(?:called|named|dubbed)\s+({_NAME})"
     asked_folded = {fold(name).lower() for name in asked}
     if not adjacent:
         return re.search(rf"\b{noun}(?:s|es)?\b", fold(text), re.IGNORECASE) is not None and any(
             name.lower() not in asked_folded for name in names_in(text))
+    pattern = rf"({_NAME})\s+{noun}(?:s|es)?\b|\b{noun}(?:s|es)?\s+(?:called|named|dubbed)\s+({_NAME})"
     for match in re.finditer(pattern, fold(text), re.IGNORECASE):
         name = match.group(1) or match.group(2)
         if _COINED.fullmatch(name) and _own_part(name) and name.lower() not in asked_folded:

@@ -294,8 +294,8 @@ _CLASS_ASKED = re.compile(
 
 def asked_class(question: str) -> str | None:
     """The class of the thing a "What/Which <noun phrase> <auxiliary> ...?" question asks for: the last word of
-    its noun phrase, lower-cased, as asked (singular or plural: "What base model architecture were the experiments run on?" asks for an
-    architecture); ``None`` for other questions, or a phrase that ends in a function word.
+    its noun phrase, lower-cased, singular or plural as asked ("What base model architecture were the experiments
+    run on?" asks for an architecture); ``None`` for other questions, or a phrase that ends in a function word.
 
     >>> asked_class("What base model architecture were the Regret Pre-training experiments run on?")
     'architecture'
@@ -348,6 +348,9 @@ class QuestionInfo:
             answer states a number.
         polar: a which-papers question in the plural asked of one paper (:func:`polar_form`: "Does the paper use
             flow matching?"), else ``None``.
+        subject: what a "What is X?" question asks to define (:func:`defined_subject`), else ``None``.
+        asked_for: the class of what a "What/Which <noun> ...?" question asks for (:func:`asked_class`:
+            "architecture"), else ``None``.
     """
 
     asked: str
@@ -361,6 +364,8 @@ class QuestionInfo:
     one_paper: bool = False
     amount: bool = False
     polar: str | None = None
+    subject: str | None = None
+    asked_for: str | None = None
 
     @property
     def several_papers(self) -> bool:
@@ -392,6 +397,7 @@ def analyse(question: str, history: Sequence[Turn] = ()) -> QuestionInfo:
         follow_up=resolved.reason, keep=resolved.keep, one_paper=one_paper,
         amount=kind == "number" and bool(_AMOUNT.search(resolved.question)),
         polar=polar_form(resolved.question) if kind == "which_papers" and not one_paper else None,
+        subject=defined_subject(resolved.question), asked_for=asked_class(resolved.question),
     )
 
 
