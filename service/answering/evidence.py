@@ -461,19 +461,24 @@ class SelectEvidence:
 _INTRODUCING = rf"(?:{INTRODUCING_VERBS})(?:es|s|d)?"  # "we introduce", "is introduced"
 
 
-def introduces(subject: str, text: str) -> bool:
+def introduces(subject: str, text: str, with_class: bool = False) -> bool:
     """Whether ``text`` says what ``subject`` is: "we introduce Polaris, a ...", "we propose HELIX, which ..." or
-    "Polaris is a ..." (any case, Markdown emphasis around the name allowed).
+    "Polaris is a ..." (any case, Markdown emphasis and an aside in parentheses after the name allowed);
+    ``with_class``: only by the class it belongs to ("Polaris, a ...", "Polaris is a ..."), not "HELIX, which ...".
 
     >>> introduces("Polaris", "We introduce **Polaris**, a polar hyperspherical embedding framework.")
     True
     >>> introduces("Polaris", "Polaris then combines robust local constraints.")
     False
-    >>> introduces("HELIX", "To address this, we propose HELIX, which assigns each feature a learnable identity.")
+    >>> text = "To address this, we propose HELIX, which assigns each feature a learnable identity."
+    >>> introduces("HELIX", text), introduces("HELIX", text, with_class=True)
+    (True, False)
+    >>> introduces("Divergence Decoding", "Divergence Decoding (DD) is a decoding mechanism.", with_class=True)
     True
     """
-    name = rf"\**{re.escape(subject)}\**"
-    pattern = (rf"\b{_INTRODUCING}\s+{name}(?:\s*\([^)]{{1,40}}\))?\s*,\s+(?:a|an|the|which|that)\b"
+    name = rf"\**{re.escape(subject)}\**(?:\s*\([^)]{{1,40}}\))?"
+    follows = "a|an|the" if with_class else "a|an|the|which|that"
+    pattern = (rf"\b{_INTRODUCING}\s+{name}\s*,\s+(?:{follows})\b"
                rf"|\b{name}\s+(?:is|are)\s+(?:a|an)\b")
     return re.search(pattern, fold(text), re.IGNORECASE) is not None
 

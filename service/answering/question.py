@@ -77,6 +77,8 @@ _COUNTED = re.compile(
     r"should|in|on|for|of|to|by|from|with|at|per|than)\b|\s*[?,;]|\s*$)",
     re.IGNORECASE,
 )
+# A closing aside in parentheses that says which thing is meant: "Polaris (the taxonomy expansion method)".
+_ASIDE = re.compile(r"\s+\([^()]*\)$")
 _DEFINITION = re.compile(r"^\s*what (?:is|are) (?:an? |the )?(?P<subject>[^?,;]{1,80}?)\s*\??\s*$", re.IGNORECASE)
 # "What does GGF stand for (in ...)?", "What is ASMC short for?": the long form of an abbreviation is asked.
 _EXPANSION = re.compile(r"^\s*what (?:does|do|is|are) \S+(?: \S+){0,2}\s+(?:stand|stands|short) for\b", re.IGNORECASE)
@@ -318,15 +320,20 @@ def asked_class(question: str) -> str | None:
 
 
 def defined_subject(question: str) -> str | None:
-    """What a "What is X?" question asks to define (``X``, without its article), or ``None`` for other questions.
+    """What a "What is X?" question asks to define (``X``, without its article and without a closing aside in
+    parentheses, which says which X is meant), or ``None`` for other questions.
 
     >>> defined_subject("What is Polaris?"), defined_subject("What is the Platonic Transformer?")
     ('Polaris', 'Platonic Transformer')
+    >>> defined_subject("What is Polaris (the taxonomy expansion method)?"), defined_subject("What is SE(3)?")
+    ('Polaris', 'SE(3)')
     >>> defined_subject("How fast is ASMC?") is None
     True
     """
     match = _DEFINITION.match(question)
-    return match.group("subject") if match and not _WH_WORD.search(match.group("subject")) else None
+    if match is None or _WH_WORD.search(match.group("subject")):
+        return None
+    return _ASIDE.sub("", match.group("subject")) or match.group("subject")
 
 
 @dataclass(frozen=True, slots=True)

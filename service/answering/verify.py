@@ -33,13 +33,13 @@ several papers "One paper", then "Another paper"); an unfinished last sentence (
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from citerag.index.text import fold, readable, split_sentences
 from citerag.index.tokenize import tokenize
-from citerag.service.answering.evidence import Evidence
+from citerag.service.answering.evidence import Evidence, introduces
 from citerag.service.answering.language import (
     ATTRIBUTING_SENTENCE,
     ATTRIBUTION_FRAME,
@@ -288,12 +288,15 @@ class Verify:
         elif not statements and evidence:
             best = closest[0] if closest else max(range(len(evidence)), key=lambda i: evidence[i].score)
             statements.append(extract(texts, best))
-        if state.info.counted and not any(states_count(s.text, state.info.counted) for s in statements):
+        counted = state.info.counted
+        if counted and not any(states_count(s.text, counted) for s in statements):
             # "How many rollouts ...?" is answered by a number of rollouts: the best evidence sentence stating one
-            stating = next((i for i in sorted(range(len(evidence)), key=lambda i: -evidence[i].score)
-                            if states_count(texts[i], state.info.counted)), None)
-            if stating is not None:
-                statements = [extract(texts, stating)]
+            statements = _stated(statements, evidence, texts, lambda text: states_count(text, counted))
+        subject = state.info.subject if state.info.kind == "definition" else None
+        if subject and statements and not any(introduces(subject, s.text, with_class=True) for s in statements):
+            # "What is Polaris?" is answered by what Polaris is ("Polaris is a ...", "we introduce Polaris, a ..."):
+            # the best evidence sentence that says so
+            statements = _stated(statements, evidence, texts, lambda text: introduces(subject, text, with_class=True))
         if state.info.amount and statements and not any(states_number(s.text) for s in statements):
             state.abstain("the question asks for an amount, and the evidence states none for it")
             return
@@ -369,6 +372,15 @@ def as_authors_act(sentence: str, evidence: str) -> str:
         return sentence
     rest, follows = (_WORD.findall(fold(text).lower()) for text in (gerund.group("rest"), act.group("rest")))
     return f"We {act.group('verb')} {gerund.group('rest')}" if follows[: len(rest)] == rest else sentence
+
+
+def _stated(statements: list[Statement], evidence: Sequence[Evidence], texts: Sequence[str],
+            states: Callable[[str], bool]) -> list[Statement]:
+    """The best-scored evidence sentence that ``states`` what was asked, extracted as the answer's one statement;
+    ``statements`` unchanged when no evidence sentence does (``texts``: the evidence, readable)."""
+    stating = next((i for i in sorted(range(len(evidence)), key=lambda i: -evidence[i].score) if states(texts[i])),
+                   None)
+    return statements if stating is None else [extract(texts, stating)]
 
 
 def extract(texts: Sequence[str], index: int) -> Statement:

@@ -467,6 +467,21 @@ def test_a_counting_question_is_answered_with_a_number_of_what_it_counts() -> No
     assert statement.text == "XR-1 is validated through real-world experiments with more than 12,000 rollouts on six robots"
 
 
+
+def test_a_definition_question_is_answered_with_what_its_subject_is() -> None:
+    text = ("Taxonomy expansion places new concepts under parents. We introduce Polaris, a polar hyperspherical "
+            "embedding framework for hierarchies. Polaris then combines local constraints and global regularization.")
+    written = "Polaris (the taxonomy expansion method) combines local constraints and global regularization [3]."
+    state = _verified("What is Polaris (the taxonomy expansion method)?", [result("ml", text)], written)
+    assert state.info.kind == "definition" and state.info.subject == "Polaris"
+    [statement] = state.statements  # the written sentence is supported, but does not say what Polaris is
+    assert statement.origin == "extract"
+    assert statement.text == "Polaris is a polar hyperspherical embedding framework for hierarchies"
+    # a written sentence that says what it is stays
+    kept = _verified("What is Polaris?", [result("ml", text)], "Polaris is a polar hyperspherical embedding framework [2].")
+    assert [s.origin for s in kept.statements] == ["written"]
+
+
 # --- compose -------------------------------------------------------------------------------------------------------
 
 def _composed(question: str, passages, statements: list[Statement], decision: str | None = None) -> AnswerState:
