@@ -130,6 +130,15 @@ def participle(verb: str) -> str:
     return verb + "ed"
 
 
+#: The past participles of reporting verbs, and the verb as the paper's own: "it is shown that X" is the paper
+#: showing X ("the paper shows that X"), not a thing called "it" (the dummy subject of a passive report).
+_REPORTING = {"shown": "shows", "demonstrated": "demonstrates", "proven": "proves", "proved": "proves",
+              "found": "finds", "established": "establishes", "observed": "observes", "confirmed": "confirms",
+              "verified": "verifies", "argued": "argues"}
+_REPORTED = re.compile(rf"^it\s+(?:is|was|has\s+been)\s+(?:\w+ly\s+)?(?P<verb>{'|'.join(_REPORTING)})\s+that\s+"
+                       r"(?P<clause>.+)$", re.IGNORECASE | re.DOTALL)
+
+
 def passive(tail: str, label: str) -> str | None:
     """"We <verb> <label> ..." turned round so that the label is the subject: ``tail`` is what follows "We"
     ("validate XR-1 through 12,000 rollouts" -> "XR-1 is validated through 12,000 rollouts"); ``None`` when
@@ -205,9 +214,16 @@ def name_subject(sentence: str, label: str, paper: str = "The paper") -> str:
     "The paper's tasks predict evolutionary rate."
     >>> name_subject("Our method reaches 80.6%.", "ASMC"), name_subject("ASMC reaches 80.6%.", "ASMC")
     ('ASMC reaches 80.6%.', 'ASMC reaches 80.6%.')
+    >>> name_subject("It is shown that looped transformers recognize all CFLs.", "The paper")  # a dummy "it"
+    'The paper shows that looped transformers recognize all CFLs.'
+    >>> name_subject("In this work, it is formally proven that the bound is tight.", "BAPO")
+    'The paper proves that the bound is tight.'
     """
     lead = _LEAD.match(sentence)
     body = sentence[lead.end():] if lead else sentence
+    if reported := _REPORTED.match(body):  # "It is shown that X": the dummy "it" of a passive report
+        verb = reported.group("verb").lower()
+        return f"{paper} {_REPORTING.get(verb, verb)} that {reported.group('clause')}"
     match = re.match(r"(?P<word>\w+)(?:\s+(?P<noun>\w+(?:-\w+)*))?\s*(?P<rest>.*)$", body, re.DOTALL)
     if match is None:
         return sentence

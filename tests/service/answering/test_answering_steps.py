@@ -434,6 +434,13 @@ def test_a_pronoun_opening_gets_the_papers_name() -> None:
         "GP-EquiFlow is a flow model with Gaussian process priors", "GP-EquiFlow lowers error by 31%"]
 
 
+def test_the_dummy_it_of_a_passive_report_becomes_the_paper_reporting() -> None:
+    # "It is shown that ..." names no thing called "it": the paper shows it ("GP-EquiFlow is shown that" is no English)
+    state = _verified("What does GP-EquiFlow do?", [result("ml2", ML2)],
+                      "It is shown that GP-EquiFlow lowers error by 31% [2].")
+    assert [s.text for s in state.statements] == ["The paper shows that GP-EquiFlow lowers error by 31%"]
+
+
 def test_a_sentence_opening_with_a_conjunction_stands_alone() -> None:
     state = _verified("What does GP-EquiFlow do?", [result("ml2", ML2)],
                       "And GP-EquiFlow lowers error by 31% [2].")
