@@ -232,6 +232,9 @@ def grouped(evidence: Sequence[Evidence]) -> list[Evidence]:
     return [item for items in by_doc.values() for item in sorted(items, key=lambda e: e.start)]
 
 
+#: A comparison is of at least this many papers: when the question names fewer (it describes the others: "How do
+#: V1 and the clinical-agent verifier differ?"), the best other papers' sentences join the evidence.
+COMPARED_PAPERS = 2
 #: Evidence sentences the writer reads for a question about one thing (each costs ~0.4 s of prompt evaluation on
 #: 2 cores; chosen on dev questions: eval/results/qa.md).
 EVIDENCE_SENTENCES = 3
@@ -445,8 +448,11 @@ class SelectEvidence:
             in_turn = [item for row in zip_longest(*turns) for item in row if item is not None]
             return self._filled([], in_turn, max(self.sentences, min(NAMED_PAPER_SENTENCES * len(papers),
                                                                      MAX_NAMED_SENTENCES)))
-        chosen = self._filled(_unique([ranked[0], *(firsts[d] for d in (named if several else []) if d in firsts)]),
-                              ranked[1:])
+        compared = [d for d in (named if several else []) if d in firsts]
+        if kind == "comparison":  # a comparison is of two papers at least: the next best paper joins what is found
+            compared += [d for d in by_doc if d != ranked[0].doc_id and d not in compared][
+                :max(0, COMPARED_PAPERS - len({ranked[0].doc_id, *compared}))]
+        chosen = self._filled(_unique([ranked[0], *(firsts[d] for d in compared)]), ranked[1:])
         stating_rule = _stating(kind, names, subject, asked_class)
         if stating_rule is not None and not any(stating_rule[0](item.text) for item in chosen):
             # the best sentence that states what the kind asks for takes the last place; a name of the class asked

@@ -34,12 +34,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from citerag.index.text import fold, readable, split_sentences
 from citerag.index.tokenize import tokenize
-from citerag.service.answering.evidence import Evidence, introduces
+from citerag.service.answering.evidence import COMPARED_PAPERS, Evidence, introduces
 from citerag.service.answering.language import (
     ATTRIBUTING_SENTENCE,
     ATTRIBUTION_FRAME,
@@ -90,16 +90,21 @@ class Check:
         missing_names: names it uses that are not there.
         missing_class: the terms of what it says its subject is ("HELIX is a graph neural network that ...": the
             noun phrase after "is a") that are not there: the rest of the sentence cannot make up for them.
+        other_papers: in an answer about several papers, the question's terms it uses that another paper of the
+            evidence holds and the papers it cites do not ("the paper on data assimilation ..." citing ASMC's
+            sentence): it says of the cited paper what the question said of another (:meth:`_Context.check`).
     """
 
     coverage: float
     missing_numbers: tuple[str, ...] = ()
     missing_names: tuple[str, ...] = ()
     missing_class: tuple[str, ...] = ()
+    other_papers: tuple[str, ...] = ()
 
     def supported(self, min_support: float = MIN_SUPPORT) -> bool:
-        """No missing number, name or class term, and at least ``min_support`` of the content terms found."""
-        return not (self.missing_numbers or self.missing_names or self.missing_class) and \
+        """No missing number, name or class term, no other paper's term, and at least ``min_support`` of the
+        content terms found."""
+        return not (self.missing_numbers or self.missing_names or self.missing_class or self.other_papers) and \
             self.coverage >= min_support
 
 
@@ -215,18 +220,34 @@ def states_count(text: str, counted: Sequence[str]) -> bool:
 @dataclass(frozen=True, slots=True)
 class _Context:
     """What a written sentence is checked with besides its evidence: the question, each evidence sentence's paper
-    label, whether the question is a yes/no one and whether a paper's name can be its answer (:func:`check`)."""
+    label, whether the question is a yes/no one and whether a paper's name can be its answer (:func:`check`), and,
+    for an answer about several papers, the content terms of each evidence sentence's whole document
+    (``documents``, by ``doc_ids[i]``, the document of evidence sentence ``i``; empty otherwise)."""
 
     question: str
     texts: list[str]
     labels: list[str | None]
     yes_no: bool
     names_answer: bool
+    doc_ids: list[str]
+    documents: dict[str, frozenset[str]]
 
     def check(self, sentence: str, indexes: Sequence[int]) -> Check:
+        """:func:`check` against the evidence sentences ``indexes``; in an answer about several papers, the
+        question's words the sentence uses must not point at a paper it does not cite: a question term that
+        another evidence paper's document holds and no cited one does is :attr:`Check.other_papers` (the words a
+        sentence shares with the question need no support, but "the paper on data assimilation ... [2]" citing
+        ASMC's sentence says of ASMC what the question said of another paper)."""
         labels = [label for i in indexes if (label := self.labels[i])]
         sources = [self.texts[i] for i in indexes]
-        return check(sentence, sources, self.question, labels, self.yes_no, self.names_answer)
+        result = check(sentence, sources, self.question, labels, self.yes_no, self.names_answer)
+        if not self.documents or not indexes:
+            return result
+        cited_ids = {self.doc_ids[i] for i in indexes}
+        cited = frozenset().union(*(self.documents[d] for d in cited_ids), content_tokens(" ".join(labels)))
+        others = frozenset().union(*(terms for d, terms in self.documents.items() if d not in cited_ids))
+        used = content_tokens(sentence) & content_tokens(self.question)
+        return replace(result, other_papers=tuple(sorted((used & others) - cited)))
 
 
 class Verify:
@@ -262,7 +283,10 @@ class Verify:
         texts = [readable(e.text) for e in evidence]
         labels = [paper_label(e.result.document) for e in evidence]
         yes_no, several = state.info.kind == "yes_no", state.info.several_papers
-        context = _Context(readable(state.info.text), texts, labels, yes_no, not (yes_no or several))
+        documents = {e.doc_id: frozenset(content_tokens(readable(e.result.document.text)))
+                     for e in evidence} if several else {}
+        context = _Context(readable(state.info.text), texts, labels, yes_no, not (yes_no or several),
+                           [e.doc_id for e in evidence], documents)
         statements: list[Statement] = []
         closest: list[int] = []  # for each sentence that failed, the evidence sentence most like it
         failed: list[str] = []
@@ -337,12 +361,17 @@ class Verify:
     @staticmethod
     def _each_paper(statements: list[Statement], state: AnswerState, texts: Sequence[str]) -> list[Statement]:
         """An answer about several papers covers each: a paper the question names that no kept sentence rests on
-        (every paper of the evidence when none was kept) gets its own evidence sentence."""
+        (every paper of the evidence when none was kept) gets its best evidence sentence, and so does a comparison's
+        paper the question describes instead (the best papers of the evidence, :data:`~citerag.service.answering.
+        evidence.COMPARED_PAPERS` in all)."""
         evidence = state.evidence
-        firsts: dict[str, int] = {}
+        firsts: dict[str, int] = {}  # each paper's best-scored evidence sentence, papers in evidence order
         for i, item in enumerate(evidence):
-            firsts.setdefault(item.doc_id, i)
+            if item.doc_id not in firsts or item.score > evidence[firsts[item.doc_id]].score:
+                firsts[item.doc_id] = i
         wanted = [d for d in state.named if d in firsts]
+        if state.info is not None and state.info.kind == "comparison":  # each paper compared: the best ones
+            wanted += [d for d in firsts if d not in wanted][:max(0, COMPARED_PAPERS - len(wanted))]
         if not statements and (not wanted or state.papers_judged):  # nothing kept: every paper's best
             wanted = list(firsts)
         covered = {evidence[i].doc_id for s in statements for i in s.evidence}

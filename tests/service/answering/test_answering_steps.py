@@ -434,6 +434,27 @@ def test_a_pronoun_opening_gets_the_papers_name() -> None:
         "GP-EquiFlow is a flow model with Gaussian process priors", "GP-EquiFlow lowers error by 31%"]
 
 
+def test_a_comparison_says_of_each_paper_only_what_its_own_evidence_says() -> None:
+    asmc = ("We propose ASMC, a parallel particle inference method. ASMC targets power shaped trajectory "
+            "distributions while adapting particle populations.")
+    assimilation = ("Data assimilation with a pretrained diffusion forecaster is hard. We run a particle filter "
+                    "whose proposal is the diffusion model, and sample the posterior given the observations.")
+    question = "ASMC and the paper on data assimilation with a diffusion forecaster: what does each sample from?"
+    passages = [result("asmc", asmc), result("da", assimilation, rank=2)]
+    state = _state(question, passages)
+    assert state.info.kind == "comparison" and {e.doc_id for e in state.evidence} == {"asmc", "da"}
+    targets = next(i for i, e in enumerate(state.evidence) if "targets" in e.text) + 1
+    # the second sentence gives ASMC's finding to the paper the question describes (its words are only that
+    # paper's): it goes, and that paper's own evidence sentence stands for it
+    state = _verified(question, passages,
+                      f"ASMC targets power shaped trajectory distributions [{targets}]. The paper on data assimilation "
+                      f"with a diffusion forecaster also targets power shaped trajectory distributions [{targets}].")
+    texts = [s.text for s in state.statements]
+    assert texts[0] == "ASMC targets power shaped trajectory distributions"
+    assert len(texts) == 2 and "power shaped" not in texts[1]
+    assert {state.evidence[s.evidence[0]].doc_id for s in state.statements} == {"asmc", "da"}
+
+
 def test_the_dummy_it_of_a_passive_report_becomes_the_paper_reporting() -> None:
     # "It is shown that ..." names no thing called "it": the paper shows it ("GP-EquiFlow is shown that" is no English)
     state = _verified("What does GP-EquiFlow do?", [result("ml2", ML2)],
