@@ -169,6 +169,24 @@ def check(sentence: str, sources: Iterable[str], question: str = "", labels: Ite
     return Check(coverage, missing_numbers, missing_names, missing_class)
 
 
+#: How many content terms at a sentence's start name its subject (:func:`subject_terms`).
+SUBJECT_TERMS = 2
+
+
+def subject_terms(sentence: str) -> list[str]:
+    """The BM25 terms of the first :data:`SUBJECT_TERMS` content words of ``sentence`` that are not a class noun
+    any contribution is ("paper", "method"): English puts the subject first, so these name what the sentence is
+    about.
+
+    >>> subject_terms("The paper on data assimilation with a diffusion forecaster targets power distributions")
+    ['data', 'assimil']
+    >>> subject_terms("Error Encoding Networks represent the inherent uncertainty")
+    ['error', 'encod']
+    """
+    terms = (t for word in _WORD.findall(sentence) if word.lower() not in FUNCTION_WORDS for t in tokenize(word))
+    return [t for t in terms if t not in _GENERIC_CLASS][:SUBJECT_TERMS]
+
+
 def written_sentences(text: str, truncated: bool) -> list[tuple[str, list[int]]]:
     """The model's ``text`` as ``(sentence without markers, evidence numbers it cites (1-based))``, in order;
     when ``truncated``, an unfinished last sentence is left out."""
@@ -235,9 +253,11 @@ class _Context:
     def check(self, sentence: str, indexes: Sequence[int]) -> Check:
         """:func:`check` against the evidence sentences ``indexes``; in an answer about several papers, the
         question's words the sentence uses must not point at a paper it does not cite: a question term that
-        another evidence paper's document holds and no cited one does is :attr:`Check.other_papers` (the words a
-        sentence shares with the question need no support, but "the paper on data assimilation ... [2]" citing
-        ASMC's sentence says of ASMC what the question said of another paper)."""
+        another evidence paper's document holds and no cited one does, among the words that name the sentence's
+        subject (:func:`subject_terms`), is :attr:`Check.other_papers` (the words a sentence shares with the
+        question need no support, but "the paper on data assimilation ... [2]" citing ASMC's sentence says of ASMC
+        what the question said of another paper; a word of what is asked, "the inherent uncertainty", may be in one
+        paper's abstract only and still be said of the other)."""
         labels = [label for i in indexes if (label := self.labels[i])]
         sources = [self.texts[i] for i in indexes]
         result = check(sentence, sources, self.question, labels, self.yes_no, self.names_answer)
@@ -246,7 +266,7 @@ class _Context:
         cited_ids = {self.doc_ids[i] for i in indexes}
         cited = frozenset().union(*(self.documents[d] for d in cited_ids), content_tokens(" ".join(labels)))
         others = frozenset().union(*(terms for d, terms in self.documents.items() if d not in cited_ids))
-        used = content_tokens(sentence) & content_tokens(self.question)
+        used = set(subject_terms(sentence)) & content_tokens(self.question)
         return replace(result, other_papers=tuple(sorted((used & others) - cited)))
 
 
@@ -283,8 +303,8 @@ class Verify:
         texts = [readable(e.text) for e in evidence]
         labels = [paper_label(e.result.document) for e in evidence]
         yes_no, several = state.info.kind == "yes_no", state.info.several_papers
-        documents = {e.doc_id: frozenset(content_tokens(readable(e.result.document.text)))
-                     for e in evidence} if several else {}
+        whole = (f"{e.result.document.title} {e.result.document.text}" for e in evidence) if several else ()
+        documents = {e.doc_id: frozenset(content_tokens(readable(text))) for e, text in zip(evidence, whole)}
         context = _Context(readable(state.info.text), texts, labels, yes_no, not (yes_no or several),
                            [e.doc_id for e in evidence], documents)
         statements: list[Statement] = []
