@@ -251,28 +251,6 @@ def _joined(question: str, names: Sequence[str]) -> bool:
                for a in names for b in names if a != b)
 
 
-#: A clause after the question's first that offers two alternatives and nothing else: ", EDEN or Regret
-#: Pre-training?" (at most six words a side).
-_ALTERNATIVES = re.compile(r"^\s*(?:the\s+)?(?:[^\s,:;?]+\s+){0,5}[^\s,:;?]+\s+or\s+(?:the\s+)?(?:[^\s,:;?]+\s+){0,5}"
-                           r"[^\s,:;?]+\s*\??\s*$", re.IGNORECASE)
-
-
-def chooses_between(question: str) -> bool:
-    """Whether a wh-question asks to choose between two alternatives it lists in a clause of their own ("Which was
-    compared against more baselines, HELIX or Polaris?", "Which is faster: A or B?"): a comparison of the two. An
-    "or" inside the main clause joins parts of one thing asked about ("Which model was trained on MNIST or CIFAR?").
-
-    >>> chooses_between("Which was compared against more baselines, HELIX or Polaris?")
-    True
-    >>> chooses_between("Which was trained on more tokens, EDEN or the Regret models, and by how much?")
-    True
-    >>> chooses_between("Which model was trained on MNIST or CIFAR?"), chooses_between("Is it A, B or C?")
-    (False, False)
-    """
-    first, *rest = re.split(r"[,:;]", question)
-    return bool(_WH_WORD.match(first.strip())) and any(_ALTERNATIVES.match(clause) for clause in rest)
-
-
 def question_kind(question: str, names: Sequence[str] = ()) -> QuestionKind:
     """The kind of ``question`` (module docstring), given the names it mentions.
 
@@ -292,14 +270,12 @@ def question_kind(question: str, names: Sequence[str] = ()) -> QuestionKind:
     'comparison'
     >>> question_kind("By how much does BML cut the time, compared with a parameter server?", ["BML"])
     'number'
-    >>> question_kind("Which was compared against more baselines, HELIX or Polaris?", ["HELIX"])
-    'comparison'
     """
     if is_yes_no(question):
         return "yes_no"
     if asks_which_papers(question):
         return "which_papers"
-    if _COMPARE.search(question) or _joined(question, names) or chooses_between(question):
+    if _COMPARE.search(question) or _joined(question, names):
         return "comparison"
     if _AMOUNT.search(question) or _DATE.search(question):
         return "number"
