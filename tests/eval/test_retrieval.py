@@ -52,6 +52,16 @@ def test_the_question_sets_written_apart_judge_shipped_documents(name: str, size
         q.kind for q in questions}
 
 
+def test_the_comparison_questions_judge_two_shipped_documents_or_none() -> None:
+    shipped = {doc for q in load_devset(ROOT / "eval" / "devset.jsonl") for doc in q.qrels}
+    questions = load_devset(ROOT / "eval" / "compare_questions.jsonl")
+    assert len(questions) == 24 and len({q.qid for q in questions}) == 24
+    assert {q.kind for q in questions} == {"comparison", "no_answer"}
+    assert all(len(q.qrels) == 2 and set(q.qrels) <= shipped and q.answer for q in questions if q.kind == "comparison")
+    assert sum(q.kind == "comparison" for q in questions) == 14
+    assert all(not q.qrels and not q.answer for q in questions if q.kind == "no_answer")
+
+
 @pytest.mark.slow
 def test_three_way_evaluation_on_the_devset(seed_settings) -> None:
     from citerag.index.lifecycle import ensure_index
