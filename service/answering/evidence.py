@@ -232,10 +232,10 @@ def grouped(evidence: Sequence[Evidence]) -> list[Evidence]:
     return [item for items in by_doc.values() for item in sorted(items, key=lambda e: e.start)]
 
 
-#: A comparison that holds a name (a paper's, a method's: "LU-KV", "LLM") is of at least this many papers: when it
-#: names fewer papers (it describes the others: "How do V1 and the clinical-agent verifier differ?"), the best other
-#: papers' sentences join the evidence. One that holds no name compares things, often within one paper (COVID-QA:
-#: "What is the difference between evolution and synthetic constructs?"), and keeps its evidence.
+#: A comparison that names a paper is of at least this many papers: when it names fewer (it describes the others:
+#: "How do V1 and the clinical-agent verifier differ?"), the best other papers' sentences join the evidence. One that
+#: names none compares things, often within one paper (COVID-QA: "What is the difference between evolution and
+#: synthetic constructs?"), and keeps its evidence.
 COMPARED_PAPERS = 2
 #: Evidence sentences the writer reads for a question about one thing (each costs ~0.4 s of prompt evaluation on
 #: 2 cores; chosen on dev questions: eval/results/qa.md).
@@ -451,7 +451,7 @@ class SelectEvidence:
             return self._filled([], in_turn, max(self.sentences, min(NAMED_PAPER_SENTENCES * len(papers),
                                                                      MAX_NAMED_SENTENCES)))
         compared = [d for d in (named if several else []) if d in firsts]
-        if kind == "comparison" and (compared or names):  # a comparison of named things: the best other paper joins
+        if kind == "comparison" and compared:  # a comparison of papers it names: the best other paper joins
             compared += [d for d in by_doc if d != ranked[0].doc_id and d not in compared][
                 :max(0, COMPARED_PAPERS - len({ranked[0].doc_id, *compared}))]
         chosen = self._filled(_unique([ranked[0], *(firsts[d] for d in compared)]), ranked[1:])

@@ -382,16 +382,15 @@ class Verify:
     def _each_paper(statements: list[Statement], state: AnswerState, texts: Sequence[str]) -> list[Statement]:
         """An answer about several papers covers each: a paper the question names that no kept sentence rests on
         (every paper of the evidence when none was kept) gets its best evidence sentence, and so does a comparison's
-        paper the question describes beside a name it holds (the best papers of the evidence, :data:`~citerag.
-        service.answering.evidence.COMPARED_PAPERS` in all)."""
+        paper the question describes beside one it names (the best papers of the evidence, :data:`~citerag.service.
+        answering.evidence.COMPARED_PAPERS` in all)."""
         evidence = state.evidence
         firsts: dict[str, int] = {}  # each paper's best-scored evidence sentence, papers in evidence order
         for i, item in enumerate(evidence):
             if item.doc_id not in firsts or item.score > evidence[firsts[item.doc_id]].score:
                 firsts[item.doc_id] = i
         wanted = [d for d in state.named if d in firsts]
-        if state.info is not None and state.info.kind == "comparison" and (wanted or state.info.names):
-            # each paper compared: the best ones (a comparison without a name compares things, not papers)
+        if wanted and state.info is not None and state.info.kind == "comparison":  # each paper compared
             wanted += [d for d in firsts if d not in wanted][:max(0, COMPARED_PAPERS - len(wanted))]
         if not statements and (not wanted or state.papers_judged):  # nothing kept: every paper's best
             wanted = list(firsts)
