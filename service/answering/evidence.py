@@ -452,8 +452,8 @@ class SelectEvidence:
                                                                      MAX_NAMED_SENTENCES)))
         compared = [d for d in (named if several else []) if d in firsts]
         if kind == "comparison" and compared:  # a comparison of papers it names: the best other paper joins
-            compared += [d for d in by_doc if d != ranked[0].doc_id and d not in compared][
-                :max(0, COMPARED_PAPERS - len({ranked[0].doc_id, *compared}))]
+            others = [d for d in by_doc if d != ranked[0].doc_id and d not in compared]
+            compared += others[:max(0, COMPARED_PAPERS - len({ranked[0].doc_id, *compared}))]
         chosen = self._filled(_unique([ranked[0], *(firsts[d] for d in compared)]), ranked[1:])
         stating_rule = _stating(kind, names, subject, asked_class)
         if stating_rule is not None and not any(stating_rule[0](item.text) for item in chosen):

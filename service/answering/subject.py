@@ -223,7 +223,7 @@ def name_subject(sentence: str, label: str, paper: str = "The paper") -> str:
     body = sentence[lead.end():] if lead else sentence
     if reported := _REPORTED.match(body):  # "It is shown that X": the dummy "it" of a passive report
         verb = reported.group("verb").lower()
-        return f"{paper} {_REPORTING.get(verb, verb)} that {reported.group('clause')}"
+        return f"{paper} {_REPORTING[verb]} that {reported.group('clause')}"
     match = re.match(r"(?P<word>\w+)(?:\s+(?P<noun>\w+(?:-\w+)*))?\s*(?P<rest>.*)$", body, re.DOTALL)
     if match is None:
         return sentence

@@ -19,9 +19,12 @@ about the prompt is dropped). A sentence that its own markers do not support is 
 it is dropped. When no written sentence survives, the answer is the evidence sentence most like the first one the
 model wrote, itself (``origin="extract"``; the best-scored evidence sentence when the model wrote nothing), or, with
 ``fallback="abstain"``, the service abstains. An answer about several papers (which papers, a comparison) covers
-each: a paper the question names that no kept sentence rests on gets its own evidence sentence, and so does every
-paper of the evidence when nothing was kept. An answer to a question that asks for an amount ("How many ...?",
-"What accuracy ...?") that states no number is no answer: the service abstains, and so it does when the model's
+each: a paper the question names that no kept sentence rests on gets its own evidence sentence (and a comparison
+that names one paper, the best other one), and so does every paper of the evidence when nothing was kept; in such
+an answer, a sentence whose subject is worded as the question worded another paper of the evidence ("the paper on
+data assimilation ..." citing ASMC's sentence) is not supported by that citation (:meth:`_Context.check`). An
+answer to a question that asks for an amount ("How many ...?", "What accuracy ...?") that states no number is no
+answer: the service abstains, and so it does when the model's
 number is in no evidence sentence and the sentence that would replace it shares none of its names (another paper's
 figure: :meth:`Verify._invented`); an answer to a counting question
 ("How many rollouts ...?") that states no number of what it counts is the best evidence sentence that does. A
@@ -169,6 +172,17 @@ def check(sentence: str, sources: Iterable[str], question: str = "", labels: Ite
     return Check(coverage, missing_numbers, missing_names, missing_class)
 
 
+def document_terms(evidence: Sequence[Evidence]) -> dict[str, frozenset[str]]:
+    """The content terms (:func:`content_tokens`) of each evidence sentence's whole document, title and text
+    (readable), by ``doc_id``."""
+    terms: dict[str, frozenset[str]] = {}
+    for item in evidence:
+        if item.doc_id not in terms:
+            document = item.result.document
+            terms[item.doc_id] = frozenset(content_tokens(readable(f"{document.title} {document.text}")))
+    return terms
+
+
 #: How many content terms at a sentence's start name its subject (:func:`subject_terms`).
 SUBJECT_TERMS = 2
 
@@ -303,8 +317,7 @@ class Verify:
         texts = [readable(e.text) for e in evidence]
         labels = [paper_label(e.result.document) for e in evidence]
         yes_no, several = state.info.kind == "yes_no", state.info.several_papers
-        whole = (f"{e.result.document.title} {e.result.document.text}" for e in evidence) if several else ()
-        documents = {e.doc_id: frozenset(content_tokens(readable(text))) for e, text in zip(evidence, whole)}
+        documents = document_terms(evidence) if several else {}
         context = _Context(readable(state.info.text), texts, labels, yes_no, not (yes_no or several),
                            [e.doc_id for e in evidence], documents)
         statements: list[Statement] = []

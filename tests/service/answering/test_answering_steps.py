@@ -455,6 +455,18 @@ def test_a_comparison_says_of_each_paper_only_what_its_own_evidence_says() -> No
     assert {state.evidence[s.evidence[0]].doc_id for s in state.statements} == {"asmc", "da"}
 
 
+def test_a_comparison_that_names_no_paper_is_answered_from_one_paper() -> None:
+    # "the difference between A and B" inside one paper (COVID-QA's comparisons): no second paper is added
+    question = "What is the difference between transmission to children and to adults?"
+    passages = [result("covid", COVID), result("pubmed", PUBMED, rank=2)]
+    state = _state(question, passages)
+    assert state.info.kind == "comparison" and not state.named
+    i = next(i for i, e in enumerate(state.evidence) if e.doc_id == "covid" and "main cause" in e.text) + 1
+    state = _verified(question, passages, f"Mother-to-child transmission (MTCT) is the main cause of HIV-1 "
+                                          f"infection in children worldwide [{i}].")
+    assert [state.evidence[s.evidence[0]].doc_id for s in state.statements] == ["covid"]
+
+
 def test_the_dummy_it_of_a_passive_report_becomes_the_paper_reporting() -> None:
     # "It is shown that ..." names no thing called "it": the paper shows it ("GP-EquiFlow is shown that" is no English)
     state = _verified("What does GP-EquiFlow do?", [result("ml2", ML2)],
