@@ -28,7 +28,13 @@ from rank_bm25 import BM25Okapi
 from citerag.index.search import SearchResult
 from citerag.index.text import fold, split_sentences
 from citerag.index.tokenize import tokenize
-from citerag.service.answering.language import FINDING_SECTION_WORDS, INTRODUCING_VERBS, OWN_WORK, SECTION_LABEL
+from citerag.service.answering.language import (
+    FINDING_SECTION_WORDS,
+    INTRODUCING_VERBS,
+    OWN_WORK,
+    SECTION_LABEL,
+    number_values,
+)
 from citerag.service.answering.state import AnswerState
 
 #: (dense, bm25, coverage, rank) weights of the sentence score.
@@ -395,7 +401,7 @@ class SelectEvidence:
         state.named = named_documents(state.info.names, state.passages)
         chosen = self.chosen(ranked, state.named, state.info.kind, 1 if state.info.one_paper else self.max_papers,
                              state.info.names, judged=self.judged_papers and state.info.polar is not None,
-                             subject=state.info.subject, asked_class=state.info.asked_for)
+                             subject=state.info.subject, asked_class=state.info.asked_for, question=state.info.text)
         state.evidence = grouped(chosen)
         if not (state.info.several_papers or state.info.kind == "yes_no"):
             state.reserve = grouped(self.following(ranked, chosen))
@@ -422,14 +428,14 @@ class SelectEvidence:
 
     def chosen(self, ranked: list[Evidence], named: list[str], kind: str = "fact",
                max_papers: int | None = None, names: Sequence[str] = (), judged: bool = False,
-               subject: str | None = None, asked_class: str | None = None) -> list[Evidence]:
+               subject: str | None = None, asked_class: str | None = None, question: str = "") -> list[Evidence]:
         """The evidence to keep from ``ranked`` (best first), for a question of ``kind`` that names the documents
         ``named`` and the things ``names`` (class docstring); a which-papers question keeps at most ``max_papers``
         (default :attr:`max_papers`; 1 when it asks for one paper), or, when its papers will be ``judged``, the
         candidates for that judge (:data:`CANDIDATE_PAPER_RATIO`, :data:`MAX_CANDIDATE_PAPERS`), each by its best
         sentence and its best about its own work (:data:`JUDGED_OWN_SCORE_RATIO`); ``subject``: what a "What is X?"
-        question asks to define, and ``asked_class`` the class of what a "What/Which <noun> ...?" question asks for
-        (:func:`_stating`)."""
+        question asks to define, ``asked_class`` the class of what a "What/Which <noun> ...?" question asks for
+        and ``question`` its text (:func:`_stating`)."""
         by_doc: dict[str, list[Evidence]] = {}
         for item in ranked:
             by_doc.setdefault(item.doc_id, []).append(item)
@@ -455,7 +461,7 @@ class SelectEvidence:
             others = [d for d in by_doc if d != ranked[0].doc_id and d not in compared]
             compared += others[:max(0, COMPARED_PAPERS - len({ranked[0].doc_id, *compared}))]
         chosen = self._filled(_unique([ranked[0], *(firsts[d] for d in compared)]), ranked[1:])
-        stating_rule = _stating(kind, names, subject, asked_class)
+        stating_rule = _stating(kind, names, subject, asked_class, question)
         if stating_rule is not None and not any(stating_rule[0](item.text) for item in chosen):
             # the best sentence that states what the kind asks for takes the last place; a name of the class asked
             # for comes from a paper already in the evidence or named (not from a paper like them)
@@ -495,11 +501,12 @@ Stated = Callable[[str], bool]
 
 
 def _stating(kind: str, names: Sequence[str], subject: str | None = None,
-             asked_class: str | None = None) -> tuple[Stated, Stated] | None:
+             asked_class: str | None = None, question: str = "") -> tuple[Stated, Stated] | None:
     """What a sentence must do to state what a question of ``kind`` naming ``names`` asks for, when evidence needs
     one such sentence: ``(stated, states)``, the test that the chosen evidence already states it and the test for
-    the sentence that takes the last place. A quantity is stated with a number; an abbreviation asked about ("What
-    does GGF stand for?", "What is ASMC?") is defined by its long form (:func:`~citerag.service.answering.names.
+    the sentence that takes the last place. A quantity is stated with a number, not one the ``question`` states
+    ("How much faster than Gibbs et al. (2025) ...?"); an abbreviation asked about ("What does GGF stand for?",
+    "What is ASMC?") is defined by its long form (:func:`~citerag.service.answering.names.
     long_form`), and the ``subject`` of "What is X?" by the sentence that says what it is (:func:`introduces`). A fact
     asked by its class ("What base model architecture ...?", ``asked_class``) is stated by a name of that class the
     question does not hold, right before the class noun ("the OLMoE-1B-7B architecture", :func:`~citerag.service.
@@ -508,8 +515,9 @@ def _stating(kind: str, names: Sequence[str], subject: str | None = None,
     et al. 2000, ACL). ``None``: no such need."""
     from citerag.service.answering.names import long_form, names_of_class
 
-    if kind == "number":
-        return _same(lambda text: bool(_DIGIT.search(text)))
+    if kind == "number":  # a number the question states itself ("than Gibbs et al. (2025)") answers nothing
+        asked = re.compile("|".join(rf"(?<![\d.]){re.escape(n)}(?![\d])" for n in number_values(question)) or "$^")
+        return _same(lambda text: bool(_DIGIT.search(asked.sub(" ", text))))
     if kind == "definition" and (names or subject):
         return _same(lambda text: any(long_form(name, text) for name in names) or
                      bool(subject and introduces(subject, text)))

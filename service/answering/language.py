@@ -146,15 +146,21 @@ NUMBER_WORDS = frozenset(
 )
 
 
-def states_number(text: str) -> bool:
-    """Whether ``text`` states a number, in digits or in words (:data:`NUMBER_WORDS`); citation markers do not count.
+def states_number(text: str, besides: str = "") -> bool:
+    """Whether ``text`` states a number, in digits or in words (:data:`NUMBER_WORDS`), other than those ``besides``
+    states (a question's own: "How much faster than Gibbs et al. (2025) ...?" is not answered by "(2025)");
+    citation markers do not count.
 
     >>> states_number("ASMC reaches 80.6% [1]"), states_number("It learns three times faster")
     (True, True)
     >>> states_number("It is fast [2]")
     False
+    >>> states_number("We build on Gibbs et al. (2025).", besides="How much faster than Gibbs et al. (2025)?")
+    False
     """
-    return bool(number_values(text)) or any(w in NUMBER_WORDS for w in re.findall(r"[a-z]+", text.lower()))
+    words = set(re.findall(r"[a-z]+", besides.lower()))
+    return bool(set(number_values(text)) - set(number_values(besides))) or any(
+        w in NUMBER_WORDS and w not in words for w in re.findall(r"[a-z]+", text.lower()))
 
 
 #: A citation marker: ``[2]``, ``[1, 3]``, ``[1][3]`` (each bracket separately), ``[1-3]`` (a range).

@@ -347,7 +347,8 @@ class QuestionInfo:
         kind: :data:`QuestionKind` (module docstring).
         names: the names it mentions (:func:`~citerag.service.answering.names.question_names`), in order.
         terms: ``(word, BM25 token)`` of its content words (:func:`content_terms`).
-        counted: the BM25 terms of what a counting question counts (:func:`counted_terms`), else ``()``.
+        counted: the BM25 terms of what a counting question counts (:func:`counted_terms`), else ``()`` (a
+            definition question counts nothing, whatever "how many" it holds).
         follow_up: why it was read as a follow-up (``"refers back: 'it'"``, ``"continuation"``, ``"short"``), or ``""``.
         keep: documents an earlier answer cited, kept as retrieval candidates for a follow-up.
         one_paper: a which-papers question asked in the singular (:func:`asks_one_paper`).
@@ -400,7 +401,8 @@ def analyse(question: str, history: Sequence[Turn] = ()) -> QuestionInfo:
     one_paper = asks_one_paper(resolved.question)
     return QuestionInfo(
         asked=question.strip(), text=resolved.question, kind=kind, names=names,
-        terms=tuple(content_terms(resolved.question)), counted=counted_terms(resolved.question),
+        terms=tuple(content_terms(resolved.question)),
+        counted=() if kind == "definition" else counted_terms(resolved.question),
         follow_up=resolved.reason, keep=resolved.keep, one_paper=one_paper,
         amount=kind == "number" and bool(_AMOUNT.search(resolved.question)),
         polar=polar_form(resolved.question) if kind == "which_papers" and not one_paper else None,

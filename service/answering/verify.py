@@ -354,7 +354,7 @@ class Verify:
             # "What is Polaris?" is answered by what Polaris is ("Polaris is a ...", "we introduce Polaris, a ..."):
             # the best evidence sentence that says so
             statements = _stated(statements, evidence, texts, lambda text: introduces(subject, text, with_class=True))
-        if state.info.amount and statements and not any(states_number(s.text) for s in statements):
+        if state.info.amount and statements and not any(states_number(s.text, state.info.text) for s in statements):
             state.abstain("the question asks for an amount, and the evidence states none for it")
             return
         named = named_subjects(statements, evidence, several)
