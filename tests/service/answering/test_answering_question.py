@@ -66,6 +66,13 @@ def test_content_terms_skip_function_words_and_split_compounds() -> None:
     assert content_terms("What is it?") == []
 
 
+def test_only_a_question_that_counts_has_counted_terms() -> None:
+    assert analyse("How many GPUs were used to train XR-1?").counted == ("gpus",)
+    # a definition question's embedded "how many" is part of how it names the paper, not what it asks
+    info = analyse("What does BAPO stand for in the work on how many chain-of-thought tokens a problem needs?")
+    assert info.kind == "definition" and info.counted == ()
+
+
 def test_analysis_is_done_once_with_the_conversation() -> None:
     info = analyse("Which benchmarks was it evaluated on?", [Turn("user", "What is GP-EquiFlow?")])
     assert info.text == "Which benchmarks was GP-EquiFlow evaluated on?" and info.rewritten
