@@ -130,11 +130,11 @@ def participle(verb: str) -> str:
     return verb + "ed"
 
 
-#: The past participles of reporting verbs, and the verb as the paper's own: "it is shown that X" is the paper
-#: showing X ("the paper shows that X"), not a thing called "it" (the dummy subject of a passive report).
-_REPORTING = {"shown": "shows", "demonstrated": "demonstrates", "proven": "proves", "proved": "proves",
-              "found": "finds", "established": "establishes", "observed": "observes", "confirmed": "confirms",
-              "verified": "verifies", "argued": "argues"}
+#: Reporting verbs: "it is shown that X" is the paper showing X ("the paper shows that X"), not a thing called
+#: "it" (the dummy subject of a passive report).
+_REPORTING_VERBS = ("show", "demonstrate", "prove", "find", "establish", "observe", "confirm", "verify", "argue")
+#: Each reporting verb's past participle, and the verb as the paper's own ("proven" beside "proved").
+_REPORTING = {participle(verb): third_person(verb) for verb in _REPORTING_VERBS} | {"proven": "proves"}
 _REPORTED = re.compile(rf"^it\s+(?:is|was|has\s+been)\s+(?:\w+ly\s+)?(?P<verb>{'|'.join(_REPORTING)})\s+that\s+"
                        r"(?P<clause>.+)$", re.IGNORECASE | re.DOTALL)
 

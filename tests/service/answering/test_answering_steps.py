@@ -507,7 +507,6 @@ def test_a_counting_question_is_answered_with_a_number_of_what_it_counts() -> No
     assert statement.text == "XR-1 is validated through real-world experiments with more than 12,000 rollouts on six robots"
 
 
-
 def test_a_definition_question_is_answered_with_what_its_subject_is() -> None:
     text = ("Taxonomy expansion places new concepts under parents. We introduce Polaris, a polar hyperspherical "
             "embedding framework for hierarchies. Polaris then combines local constraints and global regularization.")
