@@ -204,4 +204,5 @@ def open_answerer(settings: Settings, retriever: Searcher) -> AnswerPipeline:
         min_confidence=settings.min_confidence, min_confidence_unseen=settings.min_confidence_unseen,
         max_answer_tokens=settings.max_answer_tokens, second_look=settings.second_look,
         judge_papers=settings.judge_papers, close_cosine=settings.close_cosine,
+        topics_dir=settings.cache_dir / "topics",
     )

@@ -47,7 +47,7 @@ from citerag.service.answering.compose import statement_text
 from citerag.service.answering.evidence import JUDGED_OWN_SCORE_RATIO, Evidence, grouped, own_work_first
 from citerag.service.answering.prompts import DECISION_SLOT, YES_NO_GRAMMAR, judge_messages, paper_messages
 from citerag.service.answering.state import AnswerState
-from citerag.service.answering.verify import paper_statements, states_count
+from citerag.service.answering.verify import Describe, paper_statements, states_count
 from citerag.service.generator import Generator
 
 #: Below this probability that the evidence answers, the service abstains (chosen on three dev sets at once, each
@@ -196,13 +196,16 @@ class JudgePapers:
     Args:
         generator: the loaded chat model.
         min_score: :data:`MIN_PAPER_SCORE`.
+        describe: an unnamed paper's topic phrase (:func:`~citerag.service.answering.verify.named_subjects`).
     """
 
     name = "judge_papers"
 
-    def __init__(self, generator: Generator, min_score: float = MIN_PAPER_SCORE) -> None:
+    def __init__(self, generator: Generator, min_score: float = MIN_PAPER_SCORE, describe: Describe | None = None,
+                 ) -> None:
         self.generator = generator
         self.min_score = min_score
+        self.describe = describe
 
     def run(self, state: AnswerState) -> None:
         assert state.info is not None
@@ -224,7 +227,7 @@ class JudgePapers:
                 named.append((shown, p_yes))
                 # the answer's sentence for this paper, as compose will write it, streamed as soon as it is known
                 shown_items = [item for item, _ in named]
-                text = statement_text(paper_statements(shown_items)[-1], shown_items, labelled=True)
+                text = statement_text(paper_statements(shown_items, self.describe)[-1], shown_items, labelled=True)
                 if state.emit("token", f" {text}" if len(named) > 1 else text):
                     break
         self.generator.pin(paper_messages(polar, []), slot=DECISION_SLOT, fixed=1)

@@ -14,6 +14,7 @@ after the first question. Then:
   tokens are new, and the model writes the answer where its "yes" left off;
 * a which-papers question judges each candidate paper in the yes/no slot (:func:`paper_messages`): "Does the
   paper use flow matching?" over that paper's sentences, one token;
+* an unnamed paper's topic phrase, for answers about several papers (:func:`topic_messages`), in the yes/no slot;
 * a yes/no question is a conversation of its own, in its own llama.cpp slot (:data:`DECISION_SLOT`), with its own
   short system prompt (:data:`DECISION_SYSTEM`) and no worked examples: the conclusion (:func:`conclusion_messages`,
   what the evidence concludes about the question, in one sentence of the model's own), then the decision
@@ -51,6 +52,11 @@ DECISION_SYSTEM = (
 )
 CONCLUSION_REQUEST = "In one sentence, state what the abstract's results conclude about the question."
 PAPER_REQUEST = "Reply yes or no."
+#: What an unnamed paper is about (:func:`topic_messages`); the example phrase is invented.
+TOPIC_REQUEST = (
+    "Name the topic of this paper as a title would: a noun phrase of three to six words, such as \"graph neural "
+    "networks for traffic forecasting\". No verb, no full stop."
+)
 #: The llama.cpp slots: the answer's conversation (fixed messages :data:`FIXED_MESSAGES`) and the yes/no one
 #: (fixed: its system prompt), each keeping its own prefix cached.
 ANSWER_SLOT, DECISION_SLOT, SLOTS = 0, 1, 2
@@ -142,6 +148,14 @@ def paper_messages(polar: str, evidence: Sequence[Evidence]) -> list[dict[str, s
     polar_form`: "Does the paper use flow matching?") and :data:`PAPER_REQUEST`, answered with one token under
     :data:`YES_NO_GRAMMAR` (one fixed message: the system prompt)."""
     user = f"Evidence:\n{evidence_block(evidence)}\n\nQuestion: {quoted(polar)}\n\n{PAPER_REQUEST}"
+    return [{"role": "system", "content": DECISION_SYSTEM}, {"role": "user", "content": user}]
+
+
+def topic_messages(opening: str) -> list[dict[str, str]]:
+    """An unnamed paper's topic phrase (:class:`~citerag.service.answering.topics.Topics`): :data:`DECISION_SYSTEM`,
+    then the abstract's ``opening`` inside ``<<< >>>`` and :data:`TOPIC_REQUEST` (one fixed message: the system
+    prompt, shared with the yes/no slot's other prompts)."""
+    user = f"Abstract opening:\n<<<\n{quoted(opening)}\n>>>\n\n{TOPIC_REQUEST}"
     return [{"role": "system", "content": DECISION_SYSTEM}, {"role": "user", "content": user}]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Protocol
 
 from citerag.index.backend import Searcher
@@ -22,6 +23,7 @@ from citerag.service.answering.prompts import FIXED_MESSAGES
 from citerag.service.answering.question import Analyse
 from citerag.service.answering.retrieve import MIN_DENSE_SCORE, Retrieve
 from citerag.service.answering.state import Answer, AnswerState, OnEvent
+from citerag.service.answering.topics import Topics
 from citerag.service.answering.verify import Verify
 from citerag.service.answering.write import MAX_ANSWER_TOKENS, Write
 from citerag.service.conversation import Turn
@@ -111,6 +113,7 @@ def evidence_pipeline(
     second_look: bool = True,
     judge_papers: bool = True,
     close_cosine: float = CLOSE_COSINE,
+    topics_dir: Path | None = None,
 ) -> AnswerPipeline:
     """The default pipeline: analyse -> retrieve -> select evidence -> judge papers -> judge -> write -> verify ->
     compose.
@@ -125,17 +128,20 @@ def evidence_pipeline(
             question's "yes" needs (:data:`~citerag.service.answering.write.MIN_YES`).
         judge_papers: judge each candidate paper of a which-papers question (:class:`~citerag.service.answering.
             judge.JudgePapers`); off, the papers whose best sentence scores half the best one's are named.
+        topics_dir: where unnamed papers' topic phrases are kept (:class:`~citerag.service.answering.topics.Topics`;
+            ``None``: in memory only).
     """
     generator.fixed_messages = FIXED_MESSAGES  # the cache keeps the system prompt and the worked example
+    describe = Topics(generator, topics_dir)
     return AnswerPipeline(
         [
             Analyse(),
             Retrieve(searcher, min_dense_score),
             SelectEvidence(encode, evidence_sentences, judged_papers=judge_papers),
-            *([JudgePapers(generator)] if judge_papers else []),
+            *([JudgePapers(generator, describe=describe)] if judge_papers else []),
             Judge(generator, searcher, min_confidence, min_confidence_unseen, second_look, close_cosine),
             Write(generator, max_answer_tokens, min_yes=min_confidence),  # a "yes" needs what every answer needs
-            Verify(),
+            Verify(describe=describe),
             Compose(),
         ],
         searcher,

@@ -30,7 +30,8 @@ figure: :meth:`Verify._invented`); an answer to a counting question
 ("How many rollouts ...?") that states no number of what it counts is the best evidence sentence that does. A
 sentence that opens with a pronoun ("We ...", "This ...") gets its paper's label as its subject
 (:func:`~citerag.service.answering.subject.name_subject`; a paper without one is "The paper", and in an answer about
-several papers "One paper", then "Another paper"); an unfinished last sentence (the token limit) is dropped.
+several papers "The paper on <its topic>" (:mod:`~citerag.service.answering.topics`), or, without one, "One paper",
+then "Another paper"); an unfinished last sentence (the token limit) is dropped.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from typing import Literal
 
 from citerag.index.text import fold, readable, split_sentences
 from citerag.index.tokenize import tokenize
+from citerag.index.types import Document
 from citerag.service.answering.evidence import COMPARED_PAPERS, Evidence, introduces
 from citerag.service.answering.language import (
     ATTRIBUTING_SENTENCE,
@@ -70,6 +72,8 @@ UNNAMED_SUBJECT = "The paper"
 #: other one): "The paper ... The paper ..." does not tell a reader that two papers are meant.
 UNNAMED_SUBJECTS = ("One paper", "Another paper")
 Fallback = Literal["extract", "abstain"]
+#: A paper's topic phrase, or ``None`` (:class:`~citerag.service.answering.topics.Topics`).
+Describe = Callable[[Document], "str | None"]
 _WORD = re.compile(r"[^\W_]+(?:[-–][^\W_]+)*")
 _ALNUM = re.compile(r"[\W_]+")
 _CAPITALISED = re.compile(r"(?<=\s)[A-Z][\w-]*")
@@ -293,6 +297,7 @@ class Verify:
         max_sentences: the most sentences kept (>= 1) in an answer about one paper.
         fallback: what happens when no written sentence is supported: ``"extract"`` (the evidence's own sentence)
             or ``"abstain"``.
+        describe: an unnamed paper's topic phrase, for answers about several papers (:func:`named_subjects`).
 
     Raises:
         ValueError: ``min_support`` outside ``[0, 1]``, ``max_sentences`` below 1, or an unknown ``fallback``.
@@ -302,6 +307,7 @@ class Verify:
 
     def __init__(
         self, min_support: float = MIN_SUPPORT, max_sentences: int = MAX_SENTENCES, fallback: Fallback = "extract",
+        describe: Describe | None = None,
     ) -> None:
         if not 0.0 <= min_support <= 1.0 or max_sentences < 1:
             raise ValueError(f"min_support must be in [0, 1] and max_sentences >= 1, got {min_support}, {max_sentences}")
@@ -310,6 +316,7 @@ class Verify:
         self.min_support = min_support
         self.max_sentences = max_sentences
         self.fallback = fallback
+        self.describe = describe
 
     def run(self, state: AnswerState) -> None:
         assert state.info is not None
@@ -357,7 +364,7 @@ class Verify:
         if state.info.amount and statements and not any(states_number(s.text, state.info.text) for s in statements):
             state.abstain("the question asks for an amount, and the evidence states none for it")
             return
-        named = named_subjects(statements, evidence, several)
+        named = named_subjects(statements, evidence, several, self.describe)
         # an answer about several papers: one sentence a paper, as many as the evidence
         state.statements = list({s.text: s for s in named}.values())[: None if several else self.max_sentences]
 
@@ -470,11 +477,14 @@ def named_subject(statement: Statement, label: str | None, paper: str = UNNAMED_
     return Statement(text, statement.evidence, origin)
 
 
-def named_subjects(statements: Sequence[Statement], evidence: Sequence[Evidence], several: bool) -> list[Statement]:
+def named_subjects(statements: Sequence[Statement], evidence: Sequence[Evidence], several: bool,
+                   describe: Describe | None = None) -> list[Statement]:
     """Each of ``statements`` with its subject named (:func:`named_subject`) by the label of its first evidence
     sentence's paper (``statement.evidence`` indexes ``evidence``). In an answer about ``several`` papers, a paper
-    the answer cannot call by its label (it has none, or the sentence names it later) is :data:`UNNAMED_SUBJECTS`,
-    in the order the answer first calls papers so: "One paper ...", then "Another paper ...".
+    the answer cannot call by its label (it has none, or the sentence names it later) is "The paper on <topic>"
+    when ``describe`` gives the paper's topic (:class:`~citerag.service.answering.topics.Topics`) and no other paper
+    of the answer has the same, else :data:`UNNAMED_SUBJECTS`, in the order the answer first calls papers so: "One
+    paper ...", then "Another paper ...".
 
     >>> from types import SimpleNamespace as N
     >>> item = lambda doc_id, text="no name": N(doc_id=doc_id, result=N(document=N(doc_id=doc_id, title="", text=text)))
@@ -492,20 +502,26 @@ def named_subjects(statements: Sequence[Statement], evidence: Sequence[Evidence]
     out = []
     for statement in statements:
         item = evidence[statement.evidence[0]]
-        paper = UNNAMED_SUBJECT
-        if several:
-            paper = generic.get(item.doc_id, UNNAMED_SUBJECTS[min(len(generic), len(UNNAMED_SUBJECTS) - 1)])
-        named = named_subject(statement, paper_label(item.result.document), paper)
+        document = item.result.document
+        label, paper = paper_label(document), UNNAMED_SUBJECT
+        if several and item.doc_id in generic:
+            paper = generic[item.doc_id]
+        elif several:
+            topic = describe(document) if describe is not None and label is None else None
+            taken = {called.lower() for called in generic.values()}
+            paper = f"The paper on {topic}" if topic and f"the paper on {topic}".lower() not in taken else \
+                UNNAMED_SUBJECTS[min(sum(v in UNNAMED_SUBJECTS for v in generic.values()), len(UNNAMED_SUBJECTS) - 1)]
+        named = named_subject(statement, label, paper)
         if several and named.text.startswith(paper) and named.text != statement.text:
             generic.setdefault(item.doc_id, paper)
         out.append(named)
     return out
 
 
-def paper_statements(items: Sequence[Evidence]) -> list[Statement]:
+def paper_statements(items: Sequence[Evidence], describe: Describe | None = None) -> list[Statement]:
     """What an answer about several papers says of papers no written sentence rests on: each evidence sentence of
     ``items`` (readable) as a statement (``statement.evidence`` indexes ``items``), subjects named
     (:func:`named_subjects`). A judged which-papers answer is these statements, one a named paper (:class:`Verify`
     with nothing written); the judge streams each as its paper is named."""
     texts = [readable(item.text) for item in items]
-    return named_subjects([extract(texts, i) for i in range(len(items))], items, several=True)
+    return named_subjects([extract(texts, i) for i in range(len(items))], items, several=True, describe=describe)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 from citerag.index.search import SearchResult
 from citerag.index.types import Document, Passage
@@ -36,6 +37,7 @@ class FixedGenerator:
     ``decision`` the yes/no/maybe probabilities."""
 
     fixed_messages = 7
+    model_path = Path("fixed.gguf")
 
     def __init__(self, written: str = "", judge: float | Callable[[list], float] = 0.9,
                  decision: dict[str, float] | None = None) -> None:

@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ["choice", "compose", "evidence", "language", "names", "question", "subject", "verify", "write"]
+MODULES = ["choice", "compose", "evidence", "language", "names", "question", "subject", "topics", "verify", "write"]
 
 
 @pytest.mark.parametrize("name", MODULES)

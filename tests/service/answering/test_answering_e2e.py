@@ -90,6 +90,7 @@ def test_pubmedqa_answers_open_with_a_decision_and_cite_the_abstract(answer_with
 # --- the shipped corpus, one question of each kind ------------------------------------------------------------------
 
 EDEN, ASMC, GP_EQUIFLOW = "426b26a7dd0533a9", "3d6f9c05b6ef9454", "0e4a7d0dfa0b289b"
+DATA_ASSIMILATION = "cf25fabafb7cca5f"  # an abstract that coins no name
 
 
 @pytest.fixture(scope="module")
@@ -136,8 +137,8 @@ def test_a_which_papers_answer_names_each_paper(shipped) -> None:
     events: list[tuple[str, object]] = []
     answer = shipped.ask("Which papers use Sequential Monte Carlo, and for what?",
                          on_event=lambda kind, payload: events.append((kind, payload)))
-    _checked(answer, "which_papers", ["ASMC"], {ASMC})
-    assert len({c.result.document.doc_id for c in answer.citations}) >= 2, answer.answer
+    # the paper without a name is called by its topic, which the model wrote from its abstract's opening
+    _checked(answer, "which_papers", ["ASMC", "The paper on data assimilation"], {ASMC, DATA_ASSIMILATION})
     # each named paper's sentence streams as soon as it is named, before the evidence that lists them; together
     # they read as the checked answer
     tokens = [payload for kind, payload in events if kind == "token"]
