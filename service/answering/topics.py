@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 
 #: The abstract's first sentences the model reads: an abstract opens with its field and problem.
 OPENING_SENTENCES = 2
+#: The opening is cut to this many characters (an abstract without full stops, a long first sentence): ~150 tokens.
+MAX_OPENING_CHARS = 600
 #: The model's token limit for the phrase (six words are ~8-12 tokens).
 TOPIC_TOKENS = 16
 #: A label has this many words at least and at most: one word ("Transformers") does not tell a paper from others
@@ -45,13 +47,17 @@ _LEAD = re.compile(r"^(?:topic|answer|the (?:paper|abstract) is about)\s*:?\s*",
 
 
 def opening(text: str, sentences: int = OPENING_SENTENCES) -> str:
-    """The first ``sentences`` sentences of ``text``, readable (:func:`~citerag.index.text.readable`).
+    """The first ``sentences`` sentences of ``text``, readable (:func:`~citerag.index.text.readable`), at most
+    :data:`MAX_OPENING_CHARS` characters (cut at a word boundary).
 
     >>> opening("Data assimilation (DA) tackles $x$. We study DA. We perform SMC.")
     'Data assimilation (DA) tackles x. We study DA.'
+    >>> len(opening("word " * 1000)) <= MAX_OPENING_CHARS
+    True
     """
     text = readable(text)
-    return " ".join(text[start:end] for start, end in split_sentences(text)[:sentences])
+    first = " ".join(text[start:end] for start, end in split_sentences(text)[:sentences])
+    return first if len(first) <= MAX_OPENING_CHARS else first[:MAX_OPENING_CHARS].rsplit(" ", 1)[0]
 
 
 def checked_topic(phrase: str, text: str) -> str | None:
