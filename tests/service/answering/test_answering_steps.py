@@ -420,6 +420,21 @@ def test_an_amount_the_evidence_lacks_is_not_replaced_by_another_papers_number()
     assert not kept.abstained and kept.statements[0].origin == "extract"
 
 
+def test_an_amount_of_another_paper_is_no_answer_about_the_paper_named() -> None:
+    from citerag.service.answering.verify import _Context
+
+    # fresh f030: "PMDO beats the previous best ... by 80.6% exact-match accuracy [2]", 80.6% being ASMC's accuracy,
+    # and ASMC's sentence the one that would replace it: the number is in the evidence, but not in PMDO's
+    texts = ["PMDO enables effective cross-domain adaptation.",
+             "On MATH500, ASMC attains 80.6% exact-match accuracy."]
+    context = _Context("By how many accuracy points does PMDO beat the previous best method?", texts,
+                       ["PMDO", "ASMC"], False, True, ["pmdo", "asmc"], {})
+    body = "PMDO beats the previous best method by 80.6% exact-match accuracy"
+    assert Verify._invented(body, context, texts[1]) == ("80.6",)
+    # a body that names no paper of the evidence is checked against all of it, as before
+    assert Verify._invented("EDEN beats it by 80.6% exact-match accuracy", context, texts[1]) == ()
+
+
 def test_a_sentence_naming_what_the_evidence_does_not_is_dropped() -> None:
     state = _verified("How much memory does LU-KV keep?", [result("ml", ML)],
                       "LU-KV keeps 90% accuracy at 10% memory [2]. GPT-5 uses LU-KV in production [2].")
