@@ -25,8 +25,8 @@ an answer, a sentence whose subject is worded as the question worded another pap
 data assimilation ..." citing ASMC's sentence) is not supported by that citation (:meth:`_Context.check`). An
 answer to a question that asks for an amount ("How many ...?", "What accuracy ...?") that states no number is no
 answer: the service abstains, and so it does when the model's
-number is in no evidence sentence and the sentence that would replace it shares none of its names (another paper's
-figure: :meth:`Verify._invented`); an answer to a counting question
+number is in no evidence sentence (no sentence of the paper it names) and the sentence that would replace it shares
+none of its names (another paper's figure: :meth:`Verify._invented`); an answer to a counting question
 ("How many rollouts ...?") that states no number of what it counts is the best evidence sentence that does. A
 sentence that opens with a pronoun ("We ...", "This ...") gets its paper's label as its subject
 (:func:`~citerag.service.answering.subject.name_subject`; a paper without one is "The paper", and in an answer about
