@@ -41,7 +41,8 @@ def test_devset_is_well_formed() -> None:
 
 
 @pytest.mark.parametrize("name, size", [("seed_questions.jsonl", 24), ("fresh_questions.jsonl", 30),
-                                        ("fresh_questions_2.jsonl", 30), ("fresh_questions_3.jsonl", 30)])
+                                        ("fresh_questions_2.jsonl", 30), ("fresh_questions_3.jsonl", 30),
+                                        ("fresh_questions_4.jsonl", 30)])
 def test_the_question_sets_written_apart_judge_shipped_documents(name: str, size: int) -> None:
     shipped = {doc for q in load_devset(ROOT / "eval" / "devset.jsonl") for doc in q.qrels}
     questions = load_devset(ROOT / "eval" / name)
