@@ -90,7 +90,9 @@ def retrieval_gap(passages: list[SearchResult], min_dense_score: float) -> str:
 class Retrieve:
     """Retrieve the passages for ``state.info.text`` (``state.k`` of them, ``state.filters`` applied inside
     retrieval), emit them (``"passages"``), and abstain when retrieval found nothing close
-    (:func:`retrieval_gap`).
+    (:func:`retrieval_gap`), unless a retrieved passage holds a name the question gives (as whole words): a short
+    question about a name ("What does BAPO stand for?", cosine 0.135 to its best passage) is close to nothing but
+    its name.
 
     A comparison that names two or more papers gets each named paper: a name that names none of the retrieved
     documents (:func:`~citerag.service.answering.names.named_documents`) is searched on its own, and the best
@@ -139,7 +141,9 @@ class Retrieve:
         assert state.info is not None, "analyse runs first"
         question, filters = state.info.text, state.filters
         results = self.searcher.search(question, k=state.k, mode="hybrid", filters=filters)
-        gap = retrieval_gap(results, self.min_dense_score)  # what the question itself retrieves
+        # what the question itself retrieves; no gap when a name the question gives stands in a retrieved passage
+        named = any(mentions(result.passage.text, name) for result in results for name in state.info.names)
+        gap = "" if named else retrieval_gap(results, self.min_dense_score)
         if state.info.keep and "doc_id" not in (filters or {}):
             results = keep_candidates(results, state.info.keep, lambda ids: self.searcher.search(
                 question, k=1, mode="hybrid", filters={**(filters or {}), "doc_id": {"in": ids}}))
@@ -149,5 +153,5 @@ class Retrieve:
             results = self._with_mentioned(results, state.info.names, filters)
         state.passages = merge_same_document(results)
         state.emit("passages", state.passages)
-        if gap := gap or retrieval_gap(state.passages, self.min_dense_score):
+        if gap := gap or ("" if named else retrieval_gap(state.passages, self.min_dense_score)):
             state.abstain(gap)

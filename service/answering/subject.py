@@ -181,6 +181,19 @@ def opens_with_pronoun(sentence: str) -> bool:
     return bool(PRONOUN_OPENING.match(sentence))
 
 
+def possessive(owner: str, noun: str) -> str:
+    """``noun`` of ``owner``: "LU-KV's results", but "the <noun> of <owner>" when ``owner`` ends in a phrase after
+    a preposition ("The paper on genome language models" + "tasks": "The tasks of the paper on genome language
+    models", not "... models's tasks").
+
+    >>> possessive("LU-KV", "results"), possessive("The paper on genome language models", "tasks")
+    ("LU-KV's results", 'The tasks of the paper on genome language models')
+    """
+    if re.search(r"\s(?:on|of|for|with|in|from|under|via)\s", owner):
+        return f"The {noun} of {owner[:1].lower() + owner[1:] if owner.startswith('The ') else owner}"
+    return f"{owner}'s {noun}"
+
+
 def name_subject(sentence: str, label: str, paper: str = "The paper") -> str:
     """``sentence`` with a pronoun or "our/this <noun>" opening replaced by ``label`` (module docstring), or by
     ``paper`` where the sentence names the label later ("we improve X by introducing ReVSI"); ``sentence``
@@ -245,14 +258,14 @@ def name_subject(sentence: str, label: str, paper: str = "The paper") -> str:
         singular = noun.lower() in ("method", "model", "approach", "framework", "algorithm", "technique", "system",
                                     "architecture", "paper", "work", "study", "tool", "network", "pipeline",
                                     "procedure", "strategy", "proposal", "benchmark", "dataset")
-        return f"{label} {rest}" if singular and word != "the" else f"{label}'s {noun} {rest}"
+        return f"{label} {rest}" if singular and word != "the" else f"{possessive(label, noun)} {rest}"
     if word in ("our", "its", "their"):
-        return f"{label}'s {noun} {rest}".rstrip()
+        return f"{possessive(label, noun)} {rest}".rstrip()
     if word in ("this", "these") and noun[:1].islower() and noun.lower() not in FUNCTION_WORDS \
             and (noun.lower().endswith("s") if word == "these" else not noun.lower().endswith(("s", "ed"))):
         # a determiner before its noun: "This mechanism is ...", "These tasks predict ..." (not "This enables ...",
         # "These include ...")
-        return f"{label}'s {noun} {rest}".rstrip()
+        return f"{possessive(label, noun)} {rest}".rstrip()
     if word in ("this", "it", "these", "they"):
         return f"{label} {_agree(f'{noun} {rest}'.strip()) if word in ('these', 'they') else f'{noun} {rest}'.strip()}"
     return sentence

@@ -1,6 +1,7 @@
-"""What an unnamed paper is about: the topic phrase an answer about several papers calls it by ("The paper on data
-assimilation with diffusion models performs ..."), where a paper has neither a title nor a coined name
-(:func:`~citerag.service.answering.names.paper_label` is ``None``) and the answer would otherwise say "One paper".
+"""What an unnamed paper is about: the topic phrase an answer calls it by ("The paper on data assimilation performs
+..."), where a paper has neither a title nor a coined name (:func:`~citerag.service.answering.names.paper_label` is
+``None``) and the answer would otherwise say "One paper" (an answer about several papers) or "The paper" (one that
+picks a paper: "Which of the two ...?").
 
 The model writes the phrase (a short noun phrase is writing, what a small model does well) from the abstract's
 opening (:data:`OPENING_SENTENCES`), and the service checks it against the abstract (:func:`checked_topic`): each

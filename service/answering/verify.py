@@ -29,9 +29,9 @@ number is in no evidence sentence (no sentence of the paper it names) and the se
 none of its names (another paper's figure: :meth:`Verify._invented`); an answer to a counting question
 ("How many rollouts ...?") that states no number of what it counts is the best evidence sentence that does. A
 sentence that opens with a pronoun ("We ...", "This ...") gets its paper's label as its subject
-(:func:`~citerag.service.answering.subject.name_subject`; a paper without one is "The paper", and in an answer about
-several papers "The paper on <its topic>" (:mod:`~citerag.service.answering.topics`), or, without one, "One paper",
-then "Another paper"); an unfinished last sentence (the token limit) is dropped.
+(:func:`~citerag.service.answering.subject.name_subject`; a paper without one is "The paper on <its topic>"
+(:mod:`~citerag.service.answering.topics`), or, without a topic, "The paper", and in an answer about several papers
+"One paper", then "Another paper"); an unfinished last sentence (the token limit) is dropped.
 """
 
 from __future__ import annotations
@@ -355,7 +355,9 @@ class Verify:
         counted = state.info.counted
         if counted and not any(states_count(s.text, counted) for s in statements):
             # "How many rollouts ...?" is answered by a number of rollouts: the best evidence sentence stating one
-            statements = _stated(statements, evidence, texts, lambda text: states_count(text, counted))
+            # (of the paper the question is about, when it names one: another paper's count answers nothing)
+            about = () if several else state.named
+            statements = _stated(statements, evidence, texts, lambda text: states_count(text, counted), about)
         subject = state.info.subject if state.info.kind == "definition" else None
         if subject and statements and not any(introduces(subject, s.text, with_class=True) for s in statements):
             # "What is Polaris?" is answered by what Polaris is ("Polaris is a ...", "we introduce Polaris, a ..."):
@@ -447,11 +449,12 @@ def as_authors_act(sentence: str, evidence: str) -> str:
 
 
 def _stated(statements: list[Statement], evidence: Sequence[Evidence], texts: Sequence[str],
-            states: Callable[[str], bool]) -> list[Statement]:
-    """The best-scored evidence sentence that ``states`` what was asked, extracted as the answer's one statement;
-    ``statements`` unchanged when no evidence sentence does (``texts``: the evidence, readable)."""
-    stating = next((i for i in sorted(range(len(evidence)), key=lambda i: -evidence[i].score) if states(texts[i])),
-                   None)
+            states: Callable[[str], bool], papers: Sequence[str] = ()) -> list[Statement]:
+    """The best-scored evidence sentence that ``states`` what was asked (one of ``papers``' when given: doc ids),
+    extracted as the answer's one statement; ``statements`` unchanged when no evidence sentence does (``texts``: the
+    evidence, readable)."""
+    stating = next((i for i in sorted(range(len(evidence)), key=lambda i: -evidence[i].score)
+                    if states(texts[i]) and (not papers or evidence[i].doc_id in papers)), None)
     return statements if stating is None else [extract(texts, stating)]
 
 
@@ -483,11 +486,12 @@ def named_subject(statement: Statement, label: str | None, paper: str = UNNAMED_
 def named_subjects(statements: Sequence[Statement], evidence: Sequence[Evidence], several: bool,
                    describe: Describe | None = None) -> list[Statement]:
     """Each of ``statements`` with its subject named (:func:`named_subject`) by the label of its first evidence
-    sentence's paper (``statement.evidence`` indexes ``evidence``). In an answer about ``several`` papers, a paper
-    the answer cannot call by its label (it has none, or the sentence names it later) is "The paper on <topic>"
-    when ``describe`` gives the paper's topic (:class:`~citerag.service.answering.topics.Topics`) and no other paper
-    of the answer has the same, else :data:`UNNAMED_SUBJECTS`, in the order the answer first calls papers so: "One
-    paper ...", then "Another paper ...".
+    sentence's paper (``statement.evidence`` indexes ``evidence``). A paper the answer cannot call by its label (it
+    has none, or the sentence names it later) is "The paper on <topic>" when it has no label and ``describe`` gives
+    its topic (:class:`~citerag.service.answering.topics.Topics`), and, in an answer about ``several`` papers, no
+    other paper of the answer has the same; else :data:`UNNAMED_SUBJECT`, or, in an answer about several papers,
+    :data:`UNNAMED_SUBJECTS`, in the order the answer first calls papers so: "One paper ...", then "Another paper
+    ...".
 
     >>> from types import SimpleNamespace as N
     >>> item = lambda doc_id, text="no name": N(doc_id=doc_id, result=N(document=N(doc_id=doc_id, title="", text=text)))
@@ -507,13 +511,15 @@ def named_subjects(statements: Sequence[Statement], evidence: Sequence[Evidence]
         item = evidence[statement.evidence[0]]
         document = item.result.document
         label, paper = paper_label(document), UNNAMED_SUBJECT
+        topic = describe(document) if describe is not None and label is None else None
         if several and item.doc_id in generic:
             paper = generic[item.doc_id]
         elif several:
-            topic = describe(document) if describe is not None and label is None else None
             taken = {called.lower() for called in generic.values()}
             paper = f"The paper on {topic}" if topic and f"the paper on {topic}".lower() not in taken else \
                 UNNAMED_SUBJECTS[min(sum(v in UNNAMED_SUBJECTS for v in generic.values()), len(UNNAMED_SUBJECTS) - 1)]
+        elif topic:  # "Which of the two ...?" is answered about one paper: "The paper" would not say which
+            paper = f"The paper on {topic}"
         named = named_subject(statement, label, paper)
         if several and named.text.startswith(paper) and named.text != statement.text:
             generic.setdefault(item.doc_id, paper)

@@ -435,6 +435,23 @@ def test_an_amount_of_another_paper_is_no_answer_about_the_paper_named() -> None
     assert Verify._invented("EDEN beats it by 80.6% exact-match accuracy", context, texts[1]) == ()
 
 
+def test_a_count_of_another_paper_is_no_answer_about_the_paper_named() -> None:
+    # fresh i029: "By how many percentage points does ExVerus improve ...?" was answered with GlobalRegret's
+    # "improves BoolQ performance by 18.1 percentage points", the only evidence sentence stating such a count
+    helix = "HELIX surpasses all 16 baselines on imputation."
+    state = _state("How many baselines does LU-KV beat?", [result("ml", ML), result("helix", helix, rank=2)],
+                   sentences=5)
+    assert helix in [e.text for e in state.evidence] and state.named == ["ml"]
+    state.written = "LU-KV is a KV cache eviction method [2]."
+    Verify().run(state)
+    assert state.abstained and "states none" in state.reason
+    about_helix = _state("How many baselines does HELIX beat?", [result("ml", ML), result("helix", helix, rank=2)],
+                         sentences=5)
+    about_helix.written = "HELIX beats many baselines [4]."
+    Verify().run(about_helix)
+    assert [s.text for s in about_helix.statements] == ["HELIX surpasses all 16 baselines on imputation"]
+
+
 def test_a_sentence_naming_what_the_evidence_does_not_is_dropped() -> None:
     state = _verified("How much memory does LU-KV keep?", [result("ml", ML)],
                       "LU-KV keeps 90% accuracy at 10% memory [2]. GPT-5 uses LU-KV in production [2].")
@@ -621,6 +638,19 @@ def test_the_pipeline_stops_at_an_abstention() -> None:
     answer = evidence_pipeline(far, generator, HashEmbedder().encode).ask("Who won the 2018 FIFA World Cup?")
     assert answer.abstained and "no passage is close enough" in answer.reason and generator.calls == []
     assert "evidence" not in answer.timings_ms and answer.citations == []
+
+
+def test_a_name_the_question_gives_is_closer_than_any_cosine() -> None:
+    from citerag.service.answering.retrieve import Retrieve
+
+    # "What does BAPO stand for?" is close to no passage (cosine 0.135 over the shipped abstracts) but its name
+    bapo = "We extend the bounded attention prefix oracle (BAPO) model to chain-of-thought tokens."
+    state = AnswerState(question="What does BAPO stand for?", info=analyse("What does BAPO stand for?"))
+    Retrieve(FixedSearcher([result("bapo", bapo, dense=0.13)])).run(state)
+    assert not state.abstained and [p.document.doc_id for p in state.passages] == ["bapo"]
+    off = AnswerState(question="What does FIFA stand for?", info=analyse("What does FIFA stand for?"))
+    Retrieve(FixedSearcher([result("bapo", bapo, dense=0.13)])).run(off)
+    assert off.abstained and "no passage is close enough" in off.reason
 
 
 def test_a_contrary_opening_word_gives_way_to_the_decision() -> None:

@@ -78,3 +78,20 @@ def test_two_papers_with_the_same_topic_are_still_told_apart() -> None:
     assert state.answer == ("The paper on Sequential Monte Carlo methods uses Sequential Monte Carlo to track cells "
                             "in microscopy videos [2]. One paper performs Sequential Monte Carlo over diffusion "
                             "trajectories [1].")
+
+
+def test_an_answer_about_one_unnamed_paper_says_which_paper() -> None:
+    # "Between the paper on X and the paper on Y, which one develops an ADMM algorithm?" is answered about one paper:
+    # "The paper develops ..." would not say which
+    question = "Which one performs Sequential Monte Carlo over diffusion trajectories?"
+    state = AnswerState(question=question, info=analyse(question), passages=[result("smc", SMC)])
+    SelectEvidence(HashEmbedder().encode).run(state)
+    state.written = "We perform Sequential Monte Carlo over diffusion trajectories [2]."
+    Verify(describe=lambda document: "data assimilation").run(state)
+    Compose().run(state)
+    assert state.answer == "The paper on data assimilation performs Sequential Monte Carlo over diffusion trajectories [1]."
+    without = AnswerState(question=question, info=analyse(question), passages=[result("smc", SMC)])
+    SelectEvidence(HashEmbedder().encode).run(without)
+    without.written = state.written
+    Verify().run(without)
+    assert [s.text for s in without.statements] == ["The paper performs Sequential Monte Carlo over diffusion trajectories"]
