@@ -204,7 +204,8 @@ def long_form(short: str, text: str) -> str | None:
     """The long form that ``text`` defines for the abbreviation ``short`` ("Adaptive Sequential Monte Carlo" in
     "... we propose Adaptive Sequential Monte Carlo (ASMC), a ..."), or ``None`` when ``text`` does not define it.
 
-    Schwartz & Hearst (2003), "A simple algorithm for identifying abbreviation definitions in biomedical text": of
+    First the words right before it whose initials spell it, when there are as many as its letters; else Schwartz &
+    Hearst (2003), "A simple algorithm for identifying abbreviation definitions in biomedical text": of
     the at most ``min(len(short) + 5, 2 * len(short))`` words before "(short)", the shortest run whose characters
     hold the abbreviation's letters and digits in order, its first one starting a word, and that does not hold the
     abbreviation itself as a word.
@@ -213,11 +214,19 @@ def long_form(short: str, text: str) -> str | None:
     'Adaptive Sequential Monte Carlo'
     >>> long_form("KV", "the KV cache (KV) is large") is None
     True
+    >>> long_form("DD", "We introduce Divergence Decoding (DD), a mechanism.")  # the words whose initials spell it
+    'Divergence Decoding'
     """
     at = text.find(f"({short})")
     if at <= 0 or not any(c.isalnum() for c in short):
         return None
     words = text[:at].split()
+    # the words right before it whose initials spell it ("Divergence Decoding (DD)": the character match below
+    # would take "Decoding" alone, whose D...d spell DD)
+    initials = words[-len(short):] if short.isalpha() and 2 <= len(short) <= len(words) else []
+    if initials and all(w[:1].lower() == c.lower() for w, c in zip(initials, short)) \
+            and short.lower() not in (w.lower().strip(",;:") for w in initials):
+        return " ".join(initials).strip(" ,;:")
     window = " ".join(words[-min(len(short) + 5, 2 * len(short)):])
     s, i = len(short) - 1, len(window) - 1
     while s >= 0:

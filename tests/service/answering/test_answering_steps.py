@@ -653,6 +653,18 @@ def test_a_name_the_question_gives_is_closer_than_any_cosine() -> None:
     assert off.abstained and "no passage is close enough" in off.reason
 
 
+def test_an_abbreviation_the_question_spells_out_is_spelled_out_in_the_answer() -> None:
+    # fresh i026: "Divergence Decoding and the zero-shot jailbreak defense ... Which one steers the model's output
+    # logits?" was answered "DD steers ..."; the reader asked by the long form
+    dd = "We introduce **Divergence Decoding (DD)**, a mechanism that steers the logits of the LLM."
+    asked = _composed("Which one steers the logits, Divergence Decoding or the jailbreak defense?", [result("dd", dd)],
+                      [Statement("DD steers the logits of the LLM", (0,))])
+    assert asked.answer == "DD (Divergence Decoding) steers the logits of the LLM [1]."
+    short = _composed("Does DD steer the logits?", [result("dd", dd)], [Statement("DD steers the logits", (0,))],
+                      decision="yes")
+    assert short.answer == "Yes. DD steers the logits [1]."
+
+
 def test_a_contrary_opening_word_gives_way_to_the_decision() -> None:
     state = _composed("Does tailored print increase mammography use?", [result("pubmed", PUBMED)],
                       [Statement("No, tailored print raised it", (0,))], decision="yes")
