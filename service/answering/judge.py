@@ -201,8 +201,9 @@ class JudgePapers:
 
     name = "judge_papers"
 
-    def __init__(self, generator: Generator, min_score: float = MIN_PAPER_SCORE, describe: Describe | None = None,
-                 ) -> None:
+    def __init__(
+        self, generator: Generator, min_score: float = MIN_PAPER_SCORE, describe: Describe | None = None,
+    ) -> None:
         self.generator = generator
         self.min_score = min_score
         self.describe = describe

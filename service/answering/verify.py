@@ -27,7 +27,8 @@ answer to a question that asks for an amount ("How many ...?", "What accuracy ..
 answer: the service abstains, and so it does when the model's
 number is in no evidence sentence (no sentence of the paper it names) and the sentence that would replace it shares
 none of its names (another paper's figure: :meth:`Verify._invented`); an answer to a counting question
-("How many rollouts ...?") that states no number of what it counts is the best evidence sentence that does. A
+("How many rollouts ...?") that states no number of what it counts is the best evidence sentence that does (of the
+paper the question names, when it names one). A
 sentence that opens with a pronoun ("We ...", "This ...") gets its paper's label as its subject
 (:func:`~citerag.service.answering.subject.name_subject`; a paper without one is "The paper on <its topic>"
 (:mod:`~citerag.service.answering.topics`), or, without a topic, "The paper", and in an answer about several papers
@@ -297,7 +298,7 @@ class Verify:
         max_sentences: the most sentences kept (>= 1) in an answer about one paper.
         fallback: what happens when no written sentence is supported: ``"extract"`` (the evidence's own sentence)
             or ``"abstain"``.
-        describe: an unnamed paper's topic phrase, for answers about several papers (:func:`named_subjects`).
+        describe: an unnamed paper's topic phrase, its name in an answer (:func:`named_subjects`).
 
     Raises:
         ValueError: ``min_support`` outside ``[0, 1]``, ``max_sentences`` below 1, or an unknown ``fallback``.
