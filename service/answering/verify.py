@@ -512,7 +512,11 @@ def named_subjects(statements: Sequence[Statement], evidence: Sequence[Evidence]
         item = evidence[statement.evidence[0]]
         document = item.result.document
         label, paper = paper_label(document), UNNAMED_SUBJECT
-        topic = describe(document) if describe is not None and label is None else None
+        # the topic (a model call the first time) only where it can be used: the subject is replaced, or, in an
+        # answer about several papers, the text already opens with a generic subject (the bookkeeping below)
+        used = opens_with_pronoun(LEADING_CONJUNCTION.sub("", statement.text)) or (
+            several and statement.text.startswith(UNNAMED_SUBJECTS))
+        topic = describe(document) if describe is not None and label is None and used else None
         if several and item.doc_id in generic:
             paper = generic[item.doc_id]
         elif several:

@@ -95,3 +95,15 @@ def test_an_answer_about_one_unnamed_paper_says_which_paper() -> None:
     without.written = state.written
     Verify().run(without)
     assert [s.text for s in without.statements] == ["The paper performs Sequential Monte Carlo over diffusion trajectories"]
+
+
+def test_a_topic_is_asked_for_only_where_the_answer_uses_it() -> None:
+    # a sentence that already names its subject keeps it: no model call for a phrase it would not show
+    question = "What is run over diffusion trajectories?"
+    state = AnswerState(question=question, info=analyse(question), passages=[result("smc", SMC)])
+    SelectEvidence(HashEmbedder().encode).run(state)
+    state.written = "Sequential Monte Carlo is performed over diffusion trajectories [2]."
+    asked: list[str] = []
+    Verify(describe=lambda document: asked.append(document.doc_id) or "data assimilation").run(state)
+    assert [s.text for s in state.statements] == ["Sequential Monte Carlo is performed over diffusion trajectories"]
+    assert asked == []
