@@ -153,5 +153,5 @@ class Retrieve:
             results = self._with_mentioned(results, state.info.names, filters)
         state.passages = merge_same_document(results)
         state.emit("passages", state.passages)
-        if gap := gap or ("" if named else retrieval_gap(state.passages, self.min_dense_score)):
+        if not named and (gap := gap or retrieval_gap(state.passages, self.min_dense_score)):
             state.abstain(gap)
