@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from citerag.index.text import fold, readable
 from citerag.service.answering.evidence import Evidence
-from citerag.service.answering.names import long_form, mentions, names_in, names_paper, paper_label
+from citerag.service.answering.names import long_form, mentions, names_in, names_paper, subject_label
 from citerag.service.answering.state import AnswerState, Citation, Statement
 from citerag.service.answering.write import first_word_decision
 
@@ -63,7 +63,7 @@ def statement_text(statement: Statement, evidence: Sequence[Evidence], labelled:
     """
     text = statement.text.rstrip(" .;:,")
     document = evidence[statement.evidence[0]].result.document
-    label = paper_label(document)
+    label = subject_label(document)
     if labelled and label and not names_paper(text, document, names):
         text = f"{label}: {text}"
     markers = "".join(f"[{n}]" for n in dict.fromkeys(evidence[i].n for i in statement.evidence))

@@ -350,7 +350,8 @@ class SelectEvidence:
     papers only, :data:`NAMED_PAPER_SENTENCES` each in turn (a third paper's sentence about the same topic answers
     nothing asked); for a quantity question, the best sentence
     that states a number when none of those does, and for a definition of an abbreviation the best sentence that
-    defines it (:func:`_stating`); for a which-papers question, only the best sentence of each
+    defines it (:func:`_stating`), for a fact asked by its class a sentence of the answer's own paper that states
+    one (:meth:`_with_class`); for a which-papers question, only the best sentence of each
     paper that scores at least ``paper_ratio`` of the best one, up to ``max_papers`` (one when it asks for one
     paper: "Which paper ...?"), and of each paper it names. A question about one thing (not yes/no) also gets a
     reserve: the next-best sentences, as many and within the same limit (:meth:`following`), which the judge reads
@@ -461,14 +462,48 @@ class SelectEvidence:
             others = [d for d in by_doc if d != ranked[0].doc_id and d not in compared]
             compared += others[:max(0, COMPARED_PAPERS - len({ranked[0].doc_id, *compared}))]
         chosen = self._filled(_unique([ranked[0], *(firsts[d] for d in compared)]), ranked[1:])
-        stating_rule = _stating(kind, names, subject, asked_class, question)
-        if stating_rule is not None and not any(stating_rule[0](item.text) for item in chosen):
-            # the best sentence that states what the kind asks for takes the last place; a name of the class asked
-            # for comes from a paper already in the evidence or named (not from a paper like them)
-            papers = {item.doc_id for item in chosen} | set(named) if kind == "fact" else set(by_doc)
-            stating = next((item for item in ranked if item.doc_id in papers and stating_rule[1](item.text)), None)
+        if kind == "fact" and asked_class:
+            return self._with_class(chosen, ranked, {ranked[0].doc_id, *named}, asked_class, names)
+        stating_rule = _stating(kind, names, subject, question)
+        if stating_rule is not None and not any(stating_rule(item.text) for item in chosen):
+            # the best sentence that states what the kind asks for takes the last place
+            stating = next((item for item in ranked if stating_rule(item.text)), None)
             if stating is not None:
                 chosen = [*chosen[: max(1, self.sentences - 1)], stating]
+        return chosen
+
+    def _with_class(self, chosen: list[Evidence], ranked: list[Evidence], own: set[str], asked_class: str,
+                    names: Sequence[str]) -> list[Evidence]:
+        """``chosen`` for a fact asked by its class ("What base model architecture ...?", "What caricature dataset
+        was AdsSe-GAN evaluated on?"): the expected answer type of factoid QA (Moldovan et al. 2000, ACL). The
+        answer's ``own`` papers (the best sentence's, and those the question names) must state it in a sentence of
+        theirs: a name of that class the question does not hold, anywhere in a sentence with the class noun
+        (:func:`~citerag.service.answering.names.names_of_class`; "three databases (PubMed, Embase and Cochrane
+        Library)"); another paper's dataset answers nothing about this one. When none does, the best sentence of
+        theirs that does takes the last place, one with the name right before the noun first ("the OLMoE-1B-7B
+        architecture"), then anywhere ("a public caricature dataset, WebCaricature"); when none does and no
+        sentence of theirs holds the class noun at all, their best sentence that holds it ("the prior specified by
+        a gamma process" for "What prior process ...?")."""
+        from citerag.service.answering.names import names_of_class
+
+        noun = tokenize(asked_class)
+        mine = [item for item in chosen if item.doc_id in own]
+        if not noun or any(names_of_class(asked_class, item.text, names, adjacent=False) for item in mine):
+            return chosen
+
+        def holds_noun(text: str) -> bool:
+            tokens = set(tokenize(fold(text)))
+            return all(holds(term, tokens) for term in noun)
+
+        tests: list[Stated] = [lambda text: names_of_class(asked_class, text, names),
+                               lambda text: names_of_class(asked_class, text, names, adjacent=False)]
+        if not any(holds_noun(item.text) for item in mine):
+            tests.append(holds_noun)
+        for test in tests:
+            stating = next((item for item in ranked if item.doc_id in own and item not in chosen
+                            and test(item.text)), None)
+            if stating is not None:
+                return [*chosen[: max(1, self.sentences - 1)], stating]
         return chosen
 
 
@@ -500,32 +535,18 @@ def introduces(subject: str, text: str, with_class: bool = False) -> bool:
 Stated = Callable[[str], bool]
 
 
-def _stating(kind: str, names: Sequence[str], subject: str | None = None,
-             asked_class: str | None = None, question: str = "") -> tuple[Stated, Stated] | None:
+def _stating(kind: str, names: Sequence[str], subject: str | None = None, question: str = "") -> Stated | None:
     """What a sentence must do to state what a question of ``kind`` naming ``names`` asks for, when evidence needs
-    one such sentence: ``(stated, states)``, the test that the chosen evidence already states it and the test for
-    the sentence that takes the last place. A quantity is stated with a number, not one the ``question`` states
-    ("How much faster than Gibbs et al. (2025) ...?"); an abbreviation asked about ("What does GGF stand for?",
-    "What is ASMC?") is defined by its long form (:func:`~citerag.service.answering.names.
-    long_form`), and the ``subject`` of "What is X?" by the sentence that says what it is (:func:`introduces`). A fact
-    asked by its class ("What base model architecture ...?", ``asked_class``) is stated by a name of that class the
-    question does not hold, right before the class noun ("the OLMoE-1B-7B architecture", :func:`~citerag.service.
-    answering.names.names_of_class`); evidence that holds the noun and such a name anywhere ("three databases
-    (PubMed, Embase and Cochrane Library)") may state it already: the expected answer type of factoid QA (Moldovan
-    et al. 2000, ACL). ``None``: no such need."""
-    from citerag.service.answering.names import long_form, names_of_class
+    one such sentence. A quantity is stated with a number, not one the ``question`` states ("How much faster than
+    Gibbs et al. (2025) ...?"); an abbreviation asked about ("What does GGF stand for?", "What is ASMC?") is defined
+    by its long form (:func:`~citerag.service.answering.names.long_form`), and the ``subject`` of "What is X?" by
+    the sentence that says what it is (:func:`introduces`). A fact asked by its class has its own rule
+    (:meth:`SelectEvidence._with_class`). ``None``: no such need."""
+    from citerag.service.answering.names import long_form
 
     if kind == "number":  # a number the question states itself ("than Gibbs et al. (2025)") answers nothing
         asked = re.compile("|".join(rf"(?<![\d.]){re.escape(n)}(?![\d])" for n in number_values(question)) or "$^")
-        return _same(lambda text: bool(_DIGIT.search(asked.sub(" ", text))))
+        return lambda text: bool(_DIGIT.search(asked.sub(" ", text)))
     if kind == "definition" and (names or subject):
-        return _same(lambda text: any(long_form(name, text) for name in names) or
-                     bool(subject and introduces(subject, text)))
-    if kind == "fact" and asked_class:
-        return (lambda text: names_of_class(asked_class, text, names, adjacent=False),
-                lambda text: names_of_class(asked_class, text, names))
+        return lambda text: any(long_form(name, text) for name in names) or bool(subject and introduces(subject, text))
     return None
-
-
-def _same(states: Stated) -> tuple[Stated, Stated]:
-    return states, states

@@ -200,6 +200,31 @@ def paper_label(document: Document) -> str | None:
     return coined
 
 
+def subject_label(document: Document) -> str | None:
+    """What an answer's sentence calls ``document`` when it names it as its subject: the shortest of its names a
+    reader knows it by. Its title's head before a colon when short (:data:`MAX_TITLE_HEAD_WORDS`: "BERT-Sort",
+    "Snapshot Ensembles"); else the name its abstract coins (:func:`coined_name`), unless the title uses that name
+    among other words (then it names the topic, not the paper: "MCMC" in "A Contrastive Divergence for Combining
+    Variational Inference and MCMC"); else :func:`paper_label` (its title, or ``None``). A subject of twenty words
+    ("Unsupervised Photo-to-Caricature Generation with Adaptive Select Layer-Instance Normalization and Semi-cycle
+    Consistency (AdsSe-GAN) proposed ...") is not read as one.
+
+    >>> subject_label(Document("d", "Photo to Caricature with Semi-cycle Consistency", "We propose AdsSe-GAN, a GAN.", ""))
+    'AdsSe-GAN'
+    >>> subject_label(Document("d", "LU-KV: Fast Eviction of Heads", "We propose LU-KV.", "")), subject_label(
+    ...     Document("d", "Combining Variational Inference and MCMC", "We develop a way to combine Markov chain Monte Carlo (MCMC).", ""))
+    ('LU-KV', 'Combining Variational Inference and MCMC')
+    """
+    title = readable(document.title).strip().replace("[", "(").replace("]", ")")
+    head = title.split(": ", 1)[0] if ": " in title else ""
+    if 0 < len(head.split()) <= MAX_TITLE_HEAD_WORDS:
+        return head
+    coined = coined_name(document.text)
+    if coined and fold(coined).lower() not in fold(title).lower():
+        return coined
+    return paper_label(document)
+
+
 def long_form(short: str, text: str) -> str | None:
     """The long form that ``text`` defines for the abbreviation ``short`` ("Adaptive Sequential Monte Carlo" in
     "... we propose Adaptive Sequential Monte Carlo (ASMC), a ..."), or ``None`` when ``text`` does not define it.

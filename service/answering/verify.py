@@ -58,7 +58,7 @@ from citerag.service.answering.language import (
     number_values,
     states_number,
 )
-from citerag.service.answering.names import names_in, paper_label
+from citerag.service.answering.names import names_in, paper_label, subject_label
 from citerag.service.answering.state import AnswerState, Statement
 from citerag.service.answering.subject import name_subject, opens_with_pronoun, third_person_inside
 
@@ -511,7 +511,7 @@ def named_subjects(statements: Sequence[Statement], evidence: Sequence[Evidence]
     for statement in statements:
         item = evidence[statement.evidence[0]]
         document = item.result.document
-        label, paper = paper_label(document), UNNAMED_SUBJECT
+        label, paper = subject_label(document), UNNAMED_SUBJECT
         # the topic (a model call the first time) only where it can be used: the subject is replaced, or, in an
         # answer about several papers, the text already opens with a generic subject (the bookkeeping below)
         used = opens_with_pronoun(LEADING_CONJUNCTION.sub("", statement.text)) or (

@@ -201,6 +201,33 @@ def test_a_question_asking_for_a_thing_by_its_class_gets_a_sentence_that_names_o
     assert "OLMoE-1B-7B" not in " ".join(item.text for item in state.evidence)
 
 
+def test_a_thing_asked_by_its_class_comes_from_the_paper_the_answer_is_about() -> None:
+    # fresh ML m003: another paper's "popular datasets" is no answer to "What caricature dataset was AdsSe-GAN
+    # evaluated on?"; the named paper's sentence with the class noun and a name, anywhere in it, is
+    gan = ("We propose AdsSe-GAN, a method for photo-to-caricature generation with a new normalization. "
+           "Experimental results on a public caricature dataset, WebCaricature, show the method is effective.")
+    other = "Our metrics for GANs scale to large popular datasets such as CIFAR and ImageNet."
+    question = "What caricature dataset was AdsSe-GAN evaluated on?"
+    state = _selected(question, [result("gan", gan), result("other", other, rank=2)], sentences=2)
+    assert state.info.asked_for == "dataset"
+    assert "WebCaricature" in " ".join(item.text for item in state.evidence if item.doc_id == "gan")
+
+
+def test_a_thing_asked_by_its_class_without_a_name_gets_the_sentence_that_holds_the_class_noun() -> None:
+    # fresh ML m020: "What prior process ...?" is answered by "a gamma process", not a name
+    text = ("We develop a Bayesian nonparametric extension of the Plackett-Luce choice model for ranked data. "
+            "Our framework is based on random atomic measures, with the prior specified by a gamma process. "
+            "We derive a Gibbs sampler for the extension of the Plackett-Luce model.")
+    question = "What prior process does the Bayesian nonparametric extension of the Plackett-Luce model use?"
+    state = _selected(question, [result("pl", text)], sentences=2)
+    assert state.info.asked_for == "process"
+    assert any("gamma process" in item.text for item in state.evidence)
+    # a sentence of the paper that holds the class noun already answers: nothing is replaced
+    held = text.replace("for ranked data", "as a prior process over ranked data")
+    state = _selected(question, [result("pl", held)], sentences=2)
+    assert not any("gamma process" in item.text for item in state.evidence)
+
+
 def test_the_reserve_is_the_next_best_sentences() -> None:
     passages = [result("covid", COVID), result("pubmed", PUBMED, rank=2), result("ml", ML, rank=3)]
     ranked = select_evidence("What is the main cause of HIV-1 infection in children?", passages, HashEmbedder().encode)

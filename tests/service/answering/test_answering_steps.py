@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from citerag.index.search import SearchResult
 from citerag.index.tokenize import tokenize
+from citerag.index.types import Document, Passage
 from citerag.service.answering.compose import Compose
 from citerag.service.answering.evidence import SelectEvidence
 from citerag.service.answering.judge import CLOSE_COSINE, Judge
@@ -616,6 +618,25 @@ def test_a_paper_called_by_the_name_the_question_gives_it_gets_no_label_before_i
                             "DC-SIGNR in placenta: MTCT is the main cause [2].")
 
 
+def test_a_titled_paper_is_called_by_its_short_name() -> None:
+    # ML dev ml003 read "Generating adversarial examples with graph neural networks (AdvGNN) shows that ..."; the
+    # name the abstract coins is the subject, unless the title uses it as one word among others (a topic)
+    gnn = "We propose AdvGNN, a graph neural network that attacks a network. We reduce the attack time by 65%."
+    title = "Generating adversarial examples with graph neural networks"
+    state = _state("How much faster is AdvGNN?", [result("gnn", gnn, title=title)])
+    state.written = "We reduce the attack time by 65% [1]."
+    Verify().run(state)
+    Compose().run(state)
+    assert state.answer == "AdvGNN reduces the attack time by 65% [1]."
+    topic = "Combining Variational Inference and MCMC"
+    vcd = "We develop a way to combine Markov chain Monte Carlo (MCMC) and VI. Our method cuts the bias by 65%."
+    state = _state("How much does the variational contrastive method cut the bias?", [result("vcd", vcd, title=topic)])
+    state.written = "Our method cuts the bias by 65% [1]."
+    Verify().run(state)
+    Compose().run(state)
+    assert state.answer == f"{topic} cuts the bias by 65% [1]."
+
+
 # --- runner --------------------------------------------------------------------------------------------------------
 
 def test_the_pipeline_runs_each_step_once_in_order_and_streams() -> None:
@@ -717,6 +738,66 @@ def test_a_comparison_gets_each_paper_it_names_even_when_retrieval_missed_one() 
     state.info = analyse(state.question)
     Retrieve(alone).run(state)
     assert alone.queries == ["What does LU-KV improve?"]  # one name: no extra search
+
+
+class _Passages:
+    """Returns ``results`` for a query, and the passages of the documents a ``doc_id`` filter names from
+    ``documents``, best first; records the filters."""
+
+    def __init__(self, results, documents) -> None:  # noqa: ANN001 - list[SearchResult], dict[str, list[...]]
+        self.results, self.documents, self.filters = results, documents, []
+
+    def search(self, query, k=10, mode="hybrid", filters=None, **_):
+        self.filters.append(filters)
+        if filters and "doc_id" in filters:
+            return [r for d in filters["doc_id"]["in"] for r in self.documents.get(d, [])][:k]
+        return self.results[:k]
+
+
+class _Stored(_Passages):
+    """:class:`_Passages` with a backend's ``passages_of``."""
+
+    def passages_of(self, doc_id: str) -> list[Passage]:
+        return [r.passage for r in self.documents.get(doc_id, [])]
+
+
+def _split(doc_id: str, text: str, cut: int, dense: float = 0.6) -> tuple[SearchResult, SearchResult]:
+    """``text`` as one document of two passages that touch at ``cut``."""
+    document = Document(doc_id, "", text, doc_id)
+    first = Passage(f"{doc_id}#0", doc_id, 0, 0, cut, text[:cut], 20)
+    second = Passage(f"{doc_id}#1", doc_id, 1, cut, len(text), text[cut:], 20)
+    return (SearchResult(1, first, document, 1.0, 1, 1, 1.0, dense),
+            SearchResult(2, second, document, 0.5, 2, 2, 0.5, dense - 0.2))
+
+
+def test_the_paper_an_answer_is_about_is_read_whole() -> None:
+    from citerag.service.answering.retrieve import WHOLE_DOCUMENT_CHARS, Retrieve
+
+    # fresh ML m003: the question retrieves the passage that introduces AdsSe-GAN; the dataset it was evaluated on
+    # is named in the abstract's other passage, which another paper's passage outranks
+    text = ("We propose AdsSe-GAN for photo-to-caricature generation. It adapts its normalization. "
+            "Experimental results on a public caricature dataset, WebCaricature, show it is effective.")
+    first, second = _split("gan", text, text.index("Experimental"))
+    other = result("other", "Our metrics for GANs scale to large popular datasets.", rank=2)
+    searcher = _Passages([first, other], {"gan": [first, second]})
+    question = "What caricature dataset was AdsSe-GAN evaluated on?"
+    state = AnswerState(question=question, k=8, info=analyse(question))
+    Retrieve(searcher).run(state)
+    assert [(p.passage.chunk_id, p.rank) for p in state.passages] == [("gan#0+1", 1), ("other#0", 2)]
+    assert state.passages[0].passage.text == text and searcher.filters[-1] == {"doc_id": {"in": ["gan"]}}
+    # a backend gives a document's stored passages without a search
+    backend = _Stored([first, other], {"gan": [first, second]})
+    state = AnswerState(question=question, k=8, info=analyse(question))
+    Retrieve(backend).run(state)
+    assert [(p.passage.chunk_id, p.rank) for p in state.passages] == [("gan#0+1", 1), ("other#0", 2)]
+    assert backend.filters == [None] and state.passages[0].passage.text == text
+    # a document longer than an abstract (a full paper) is left to retrieval: no search for its other passages
+    long_text = text + " More." * (WHOLE_DOCUMENT_CHARS // 6)
+    first, second = _split("paper", long_text, text.index("Experimental"))
+    searcher = _Passages([first, other], {"paper": [first, second]})
+    state = AnswerState(question=question, k=8, info=analyse(question))
+    Retrieve(searcher).run(state)
+    assert [p.passage.chunk_id for p in state.passages] == ["paper#0", "other#0"] and searcher.filters == [None]
 
 
 def test_a_name_no_retrieved_passage_mentions_is_searched_with_bm25() -> None:
