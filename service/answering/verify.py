@@ -45,7 +45,7 @@ from typing import Literal
 from citerag.index.text import fold, readable, split_sentences
 from citerag.index.tokenize import tokenize
 from citerag.index.types import Document
-from citerag.service.answering.evidence import COMPARED_PAPERS, Evidence, introduces
+from citerag.service.answering.evidence import COMPARED_PAPERS, Evidence, holds, introduces
 from citerag.service.answering.language import (
     ATTRIBUTING_SENTENCE,
     ATTRIBUTION_FRAME,
@@ -53,12 +53,14 @@ from citerag.service.answering.language import (
     FUNCTION_WORDS,
     LEADING_CONJUNCTION,
     META_WORDS,
+    NEGATION_CUE,
     RESEARCH_NOUNS,
     marker_numbers,
     number_values,
     states_number,
 )
 from citerag.service.answering.names import names_in, paper_label, subject_label
+from citerag.service.answering.question import content_terms
 from citerag.service.answering.state import AnswerState, Statement
 from citerag.service.answering.subject import name_subject, opens_with_pronoun, third_person_inside
 
@@ -79,6 +81,16 @@ _WORD = re.compile(r"[^\W_]+(?:[-–][^\W_]+)*")
 _ALNUM = re.compile(r"[\W_]+")
 _CAPITALISED = re.compile(r"(?<=\s)[A-Z][\w-]*")
 _DECISION_WORDS = {"yes", "no", "maybe"}
+#: Content words read after a negation cue, within its clause: the cue's scope ("no additional parameters").
+NEGATION_SCOPE_WORDS = 3
+_CLAUSE_END = re.compile(r"[,;:.()\[\]]")
+#: A clause's end at punctuation or a conjunction that starts another ("needs no retraining and improves accuracy":
+#: what it improves is not negated).
+_COORDINATED_CLAUSE_END = re.compile(r"[,;:.()\[\]]|\s(?:and|but|or|while|whereas|yet|which|that|so)\s", re.IGNORECASE)
+#: A sentence is contradicted by a source whose negated scope (:func:`negated_terms`) holds this many of its terms.
+MIN_CONTRADICTED_TERMS = 2
+#: A sentence's term this long is held in a longer word of a negated scope ("add" in "no additional").
+CONTRADICTION_PREFIX_CHARS = 3
 #: Class nouns any research contribution is ("a method", "a framework"): saying one adds nothing to check.
 _GENERIC_CLASS = frozenset(t for noun in RESEARCH_NOUNS for t in tokenize(noun))
 #: What a sentence says its subject is: "HELIX is a graph neural network that ...": the class noun phrase after
@@ -86,6 +98,25 @@ _GENERIC_CLASS = frozenset(t for noun in RESEARCH_NOUNS for t in tokenize(noun))
 _CLASS = re.compile(
     r"^[^,;:]{1,80}?\s(?:is|are)\s(?:a|an)\s(?P<head>[^,.;:()\[]+?)"
     r"(?=\s+(?:that|which|who|for|to|with|where|in|of|on|using|by|from|designed|based|trained)\b|[,.;:()\[]|$)")
+
+
+def negated_terms(sentence: str, clause_end: re.Pattern[str] = _CLAUSE_END) -> set[str]:
+    """The BM25 tokens of the first :data:`NEGATION_SCOPE_WORDS` content words (:func:`~citerag.service.answering.
+    question.content_terms`) after each negation cue of ``sentence`` (:data:`~citerag.service.answering.language.NEGATION_CUE`), within the cue's clause
+    (up to ``clause_end``: punctuation; :data:`_COORDINATED_CLAUSE_END` also ends it at a conjunction).
+
+    >>> sorted(negated_terms("The framework introduces no additional parameters and requires one extra pass."))
+    ['addit', 'paramet', 'requir']
+    >>> sorted(negated_terms("It introduces no additional parameters and requires one pass.", _COORDINATED_CLAUSE_END))
+    ['addit', 'paramet']
+    >>> negated_terms("It not only improves accuracy but also speed.")
+    set()
+    """
+    terms: set[str] = set()
+    for cue in NEGATION_CUE.finditer(sentence):
+        clause = clause_end.split(sentence[cue.end():], maxsplit=1)[0]
+        terms.update(token for _, token in content_terms(clause)[:NEGATION_SCOPE_WORDS])
+    return terms
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +132,9 @@ class Check:
         other_papers: in an answer about several papers, the question's terms it uses that another paper of the
             evidence holds and the papers it cites do not ("the paper on data assimilation ..." citing ASMC's
             sentence): it says of the cited paper what the question said of another (:meth:`_Context.check`).
+        contradicted: its terms that a source negates (:func:`contradicted_terms`: "Regret Pre-training adds
+            extra parameters" against "The framework introduces no additional parameters"), when they are
+            :data:`MIN_CONTRADICTED_TERMS` or more: the source says the opposite.
     """
 
     coverage: float
@@ -108,12 +142,40 @@ class Check:
     missing_names: tuple[str, ...] = ()
     missing_class: tuple[str, ...] = ()
     other_papers: tuple[str, ...] = ()
+    contradicted: tuple[str, ...] = ()
 
     def supported(self, min_support: float = MIN_SUPPORT) -> bool:
-        """No missing number, name or class term, no other paper's term, and at least ``min_support`` of the
-        content terms found."""
-        return not (self.missing_numbers or self.missing_names or self.missing_class or self.other_papers) and \
-            self.coverage >= min_support
+        """No missing number, name or class term, no other paper's term, nothing a source negates, and at least
+        ``min_support`` of the content terms found."""
+        return not (self.missing_numbers or self.missing_names or self.missing_class or self.other_papers
+                    or self.contradicted) and self.coverage >= min_support
+
+
+def contradicted_terms(sentence: str, sources: Iterable[str]) -> tuple[str, ...]:
+    """The content terms (BM25 stems) of ``sentence`` that one of ``sources`` negates, the most any source does,
+    when :data:`MIN_CONTRADICTED_TERMS` or more; ``()`` otherwise, and for a sentence that negates anything itself
+    (it may say what the source says: "X adds no parameters"). A term is negated when it is held
+    (:data:`CONTRADICTION_PREFIX_CHARS`: "add" in "additional") by the scope of a negation cue of the source
+    (:func:`negated_terms`). A claim restated from a question ("Does Regret Pre-training add extra parameters?")
+    cannot cite the sentence that denies it.
+
+    >>> contradicted_terms("Regret Pre-training adds extra parameters to the model",
+    ...                    ["The framework introduces no additional parameters and needs one extra pass."])
+    ('add', 'paramet')
+    >>> contradicted_terms("The framework adds no parameters", ["It introduces no additional parameters."])
+    ()
+    >>> contradicted_terms("HELIX improves accuracy by 5%", ["HELIX needs no retraining and improves accuracy."])
+    ()
+    """
+    if NEGATION_CUE.search(sentence):
+        return ()
+    terms = content_tokens(sentence)
+    best: tuple[str, ...] = ()
+    for source in sources:
+        negated = negated_terms(source, _COORDINATED_CLAUSE_END)
+        held = tuple(sorted(t for t in terms if holds(t, negated, CONTRADICTION_PREFIX_CHARS)))
+        best = max(best, held, key=len)
+    return best if len(best) >= MIN_CONTRADICTED_TERMS else ()
 
 
 def content_tokens(text: str) -> set[str]:
@@ -174,7 +236,8 @@ def check(sentence: str, sources: Iterable[str], question: str = "", labels: Ite
     missing_names = tuple(n for n in dict.fromkeys(names) if _ALNUM.sub("", fold(n).lower()) not in letters)
     head = _CLASS.match(sentence)
     missing_class = tuple(sorted(content_tokens(head["head"]) - known - asked - _GENERIC_CLASS)) if head else ()
-    return Check(coverage, missing_numbers, missing_names, missing_class)
+    return Check(coverage, missing_numbers, missing_names, missing_class,
+                 contradicted=contradicted_terms(sentence, sources))
 
 
 def document_terms(evidence: Sequence[Evidence]) -> dict[str, frozenset[str]]:

@@ -38,6 +38,7 @@ from citerag.service.answering.prompts import (
     writer_messages,
 )
 from citerag.service.answering.state import AnswerState
+from citerag.service.answering.verify import negated_terms
 from citerag.service.generator import Generator
 
 #: The writer's token limit: one to three sentences (a sentence is ~25-40 tokens).
@@ -114,8 +115,6 @@ def denies(conclusion: str, question: str) -> bool:
     return bool(DENIAL.search(conclusion)) and not DENIAL.search(question)
 
 
-#: Content words read after a negation cue, within its clause: the cue's scope ("no additional parameters").
-NEGATION_SCOPE_WORDS = 3
 #: Question terms a negated scope must hold to deny the question: one shared word ("no significant change in
 #: mortality" against "Does X reduce mortality?") is not the question's claim.
 MIN_NEGATED_TERMS = 2
@@ -126,23 +125,6 @@ CLAIM_TERMS_FOR_SLACK = 4
 #: scoring's :data:`~citerag.service.answering.evidence.MIN_PREFIX_CHARS`, as the sentence must also hold the rest
 #: of the claim and negate two of its terms.
 DENIAL_PREFIX_CHARS = 3
-_CLAUSE_END = re.compile(r"[,;:.()\[\]]")
-
-
-def negated_terms(sentence: str) -> set[str]:
-    """The BM25 tokens of the first :data:`NEGATION_SCOPE_WORDS` content words (:func:`~citerag.service.answering.
-    question.content_terms`) after each negation cue of ``sentence`` (:data:`~citerag.service.answering.language.NEGATION_CUE`), within the cue's clause.
-
-    >>> sorted(negated_terms("The framework introduces no additional parameters and requires one extra pass."))
-    ['addit', 'paramet', 'requir']
-    >>> negated_terms("It not only improves accuracy but also speed.")
-    set()
-    """
-    terms: set[str] = set()
-    for cue in NEGATION_CUE.finditer(sentence):
-        clause = _CLAUSE_END.split(sentence[cue.end():], maxsplit=1)[0]
-        terms.update(token for _, token in content_terms(clause)[:NEGATION_SCOPE_WORDS])
-    return terms
 
 
 def denying_evidence(question: str, asked: set[str], sentences: Sequence[str],

@@ -411,6 +411,20 @@ def test_an_altered_number_is_never_stated() -> None:
     assert "10%" in statement.text
 
 
+def test_a_sentence_its_source_negates_does_not_cite_it() -> None:
+    # fresh i020: "Yes, Regret Pre-training adds extra parameters to the language model [1]." cited "The framework
+    # introduces no additional parameters ...": every content word is there, negated
+    text = ("This paper introduces Regret Pre-training, a self-supervised framework. The framework introduces no "
+            "additional parameters and requires only one extra forward pass per training step.")
+    state = _verified("Does Regret Pre-training change the model's size?", [result("rp", text)],
+                      "Regret Pre-training adds extra parameters to the model [1].")
+    assert all("adds extra parameters" not in s.text for s in state.statements)
+    # what the source negates is said negated: supported
+    state = _verified("Does Regret Pre-training change the model's size?", [result("rp", text)],
+                      "Regret Pre-training introduces no additional parameters [1].")
+    assert [s.origin for s in state.statements] == ["written"]
+
+
 def test_an_amount_the_evidence_lacks_is_not_replaced_by_another_papers_number() -> None:
     # the model gives PolyNeXt an accuracy no evidence sentence states; the closest sentence is another paper's
     state = _verified("What top-1 accuracy does PolyNeXt reach on ImageNet?", [result("ml", ML)],
