@@ -80,10 +80,14 @@ class Evidence:
         return self.result.document.doc_id
 
 
-def candidate_sentences(passages: Sequence[SearchResult]) -> list[tuple[int, int, int]]:
+Spans = Callable[[str, int, int], bool]
+
+
+def candidate_sentences(passages: Sequence[SearchResult], where: Spans | None = None) -> list[tuple[int, int, int]]:
     """The sentences of ``passages`` as ``(passage number (1-based), doc start, doc end)``, each document span
     once (overlapping passages share sentences), sentences under :data:`MIN_WORDS` words left out and sentences
-    over :data:`MAX_CHARS` characters cut at ``;`` or ``,`` boundaries (:func:`_pieces`)."""
+    over :data:`MAX_CHARS` characters cut at ``;`` or ``,`` boundaries (:func:`_pieces`); ``where``: only the
+    sentences ``(doc_id, start, end)`` it accepts."""
     seen: set[tuple[str, int, int]] = set()
     out: list[tuple[int, int, int]] = []
     for n, result in enumerate(passages, start=1):
@@ -91,7 +95,8 @@ def candidate_sentences(passages: Sequence[SearchResult]) -> list[tuple[int, int
         for start, end in split_sentences(text):
             for piece_start, piece_end in _pieces(text, start, end):
                 key = (result.document.doc_id, offset + piece_start, offset + piece_end)
-                if key in seen or word_count(text[piece_start:piece_end]) < MIN_WORDS:
+                if key in seen or word_count(text[piece_start:piece_end]) < MIN_WORDS or (
+                        where is not None and not where(*key)):
                     continue
                 seen.add(key)
                 out.append((n, key[1], key[2]))
@@ -200,6 +205,7 @@ def select_evidence(
     encode: Encode,
     keep: int = 6,
     weights: tuple[float, float, float, float] = DEFAULT_WEIGHTS,
+    where: Spans | None = None,
 ) -> list[Evidence]:
     """The ``keep`` best evidence sentences of ``passages`` for ``question``, best first.
 
@@ -207,13 +213,15 @@ def select_evidence(
         passages: retrieved passages, best first; ``Evidence.passage`` numbers them ``1..len(passages)``.
         encode: the dense encoder (``list[str] -> (n, dim) float32``, L2-normalised rows).
         keep: how many sentences to keep (>= 1).
+        where: only the sentences ``(doc_id, start, end)`` it accepts are candidates (and scored among
+            themselves).
 
     Raises:
         ValueError: ``keep < 1``.
     """
     if keep < 1:
         raise ValueError(f"keep must be >= 1, got {keep}")
-    candidates = candidate_sentences(passages)
+    candidates = candidate_sentences(passages, where)
     if not candidates:
         return []
     texts = [passages[n - 1].document.text[s:e] for n, s, e in candidates]
@@ -329,6 +337,14 @@ def own_work_first(items: Sequence[Evidence], ratio: float = OWN_SCORE_RATIO) ->
     return own if own is not None and own.score >= ratio * best.score else best
 
 
+def _within(spans: Sequence[tuple[str, int, int]]) -> Spans:
+    """Whether a sentence ``(doc_id, start, end)`` lies within one of ``spans``."""
+    by_doc: dict[str, list[tuple[int, int]]] = {}
+    for doc_id, start, end in spans:
+        by_doc.setdefault(doc_id, []).append((start, end))
+    return lambda doc_id, start, end: any(s <= start and end <= e for s, e in by_doc.get(doc_id, ()))
+
+
 def _unique(items: Sequence[Evidence]) -> list[Evidence]:
     """``items`` without repeats (the same document span), in order."""
     seen: set[tuple[str, int, int]] = set()
@@ -393,16 +409,21 @@ class SelectEvidence:
         from citerag.service.answering.names import named_documents
 
         assert state.info is not None
-        ranked = select_evidence(state.info.text, state.passages, self.encode, 64, self.weights)
+        retrieved = _within(state.retrieved) if state.retrieved else None
+        ranked = select_evidence(state.info.text, state.passages, self.encode, 64, self.weights, retrieved)
         if not ranked:
             state.abstain("the passages hold no sentence to answer from")
             return
         if state.info.kind == "yes_no":
             ranked = findings_first(ranked)
+        # the sentences of a document read whole that the question did not retrieve: only a rule's need takes one
+        unretrieved = select_evidence(state.info.text, state.passages, self.encode, 64, self.weights,
+                                      lambda *span: not retrieved(*span)) if retrieved else []
         state.named = named_documents(state.info.names, state.passages)
         chosen = self.chosen(ranked, state.named, state.info.kind, 1 if state.info.one_paper else self.max_papers,
                              state.info.names, judged=self.judged_papers and state.info.polar is not None,
-                             subject=state.info.subject, asked_class=state.info.asked_for, question=state.info.text)
+                             subject=state.info.subject, asked_class=state.info.asked_for, question=state.info.text,
+                             unretrieved=unretrieved)
         state.evidence = grouped(chosen)
         if not (state.info.several_papers or state.info.kind == "yes_no"):
             state.reserve = grouped(self.following(ranked, chosen))
@@ -429,14 +450,17 @@ class SelectEvidence:
 
     def chosen(self, ranked: list[Evidence], named: list[str], kind: str = "fact",
                max_papers: int | None = None, names: Sequence[str] = (), judged: bool = False,
-               subject: str | None = None, asked_class: str | None = None, question: str = "") -> list[Evidence]:
+               subject: str | None = None, asked_class: str | None = None, question: str = "",
+               unretrieved: Sequence[Evidence] = ()) -> list[Evidence]:
         """The evidence to keep from ``ranked`` (best first), for a question of ``kind`` that names the documents
         ``named`` and the things ``names`` (class docstring); a which-papers question keeps at most ``max_papers``
         (default :attr:`max_papers`; 1 when it asks for one paper), or, when its papers will be ``judged``, the
         candidates for that judge (:data:`CANDIDATE_PAPER_RATIO`, :data:`MAX_CANDIDATE_PAPERS`), each by its best
         sentence and its best about its own work (:data:`JUDGED_OWN_SCORE_RATIO`); ``subject``: what a "What is X?"
         question asks to define, ``asked_class`` the class of what a "What/Which <noun> ...?" question asks for
-        and ``question`` its text (:func:`_stating`)."""
+        and ``question`` its text (:func:`_stating`); ``unretrieved``: sentences of the documents read whole that
+        the question did not retrieve (best first), which only a sentence that states what is asked for is taken
+        from, after ``ranked``."""
         by_doc: dict[str, list[Evidence]] = {}
         for item in ranked:
             by_doc.setdefault(item.doc_id, []).append(item)
@@ -463,11 +487,11 @@ class SelectEvidence:
             compared += others[:max(0, COMPARED_PAPERS - len({ranked[0].doc_id, *compared}))]
         chosen = self._filled(_unique([ranked[0], *(firsts[d] for d in compared)]), ranked[1:])
         if kind == "fact" and asked_class:
-            return self._with_class(chosen, ranked, {ranked[0].doc_id, *named}, asked_class, names)
+            return self._with_class(chosen, [*ranked, *unretrieved], {ranked[0].doc_id, *named}, asked_class, names)
         stating_rule = _stating(kind, names, subject, question)
         if stating_rule is not None and not any(stating_rule(item.text) for item in chosen):
             # the best sentence that states what the kind asks for takes the last place
-            stating = next((item for item in ranked if stating_rule(item.text)), None)
+            stating = next((item for item in [*ranked, *unretrieved] if stating_rule(item.text)), None)
             if stating is not None:
                 chosen = [*chosen[: max(1, self.sentences - 1)], stating]
         return chosen

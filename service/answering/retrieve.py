@@ -102,7 +102,9 @@ class Retrieve:
 
     The paper the answer is about (the best passage's document, and each the question names) is read whole when
     it is as short as an abstract (:data:`WHOLE_DOCUMENT_CHARS`): its passages the question did not retrieve are
-    added and merged with the retrieved ones.
+    added and merged with the retrieved ones, and ``state.retrieved`` keeps what was retrieved (the evidence is
+    ranked from that; the rest only answers a rule's need: :class:`~citerag.service.answering.evidence.
+    SelectEvidence`).
 
     A comparison that names two or more papers gets each named paper: a name that names none of the retrieved
     documents (:func:`~citerag.service.answering.names.named_documents`) is searched on its own, and the best
@@ -188,7 +190,11 @@ class Retrieve:
             results = self._with_named(results, state.info.names, filters)
         if not gap:
             results = self._with_mentioned(results, state.info.names, filters)
-            results = self._whole(results, state.info.names, question, filters)
+            whole = self._whole(results, state.info.names, question, filters)
+            if len(whole) > len(results):
+                state.retrieved = [(r.document.doc_id, r.passage.start, r.passage.end)
+                                   for r in merge_same_document(results)]
+            results = whole
         state.passages = merge_same_document(results)
         state.emit("passages", state.passages)
         if not named and (gap := gap or retrieval_gap(state.passages, self.min_dense_score)):

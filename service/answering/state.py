@@ -76,6 +76,10 @@ class AnswerState:
         keep: documents to keep as retrieval candidates (besides those a follow-up's history names).
         info: the analysed question (analyse).
         passages: the retrieved passages, numbered ``[1]..[len]`` (retrieve).
+        retrieved: the ``(doc_id, start, end)`` document spans the question's search retrieved, when the retrieve
+            step read some document whole (:data:`~citerag.service.answering.retrieve.WHOLE_DOCUMENT_CHARS`): a
+            sentence outside them only states what a rule of the select-evidence step asks for; empty: all of
+            ``passages`` was retrieved.
         named: the retrieved documents the question names, in the order named (select evidence:
             :func:`~citerag.service.answering.names.named_documents`).
         evidence: the evidence sentences the model reads, in prompt order (select evidence).
@@ -106,6 +110,7 @@ class AnswerState:
     keep: tuple[str, ...] = ()
     info: QuestionInfo | None = None
     passages: list[SearchResult] = field(default_factory=list)
+    retrieved: list[tuple[str, int, int]] = field(default_factory=list)
     named: list[str] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
     reserve: list[Evidence] = field(default_factory=list)

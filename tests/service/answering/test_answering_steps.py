@@ -799,6 +799,14 @@ def test_the_paper_an_answer_is_about_is_read_whole() -> None:
     Retrieve(searcher).run(state)
     assert [(p.passage.chunk_id, p.rank) for p in state.passages] == [("gan#0+1", 1), ("other#0", 2)]
     assert state.passages[0].passage.text == text and searcher.filters[-1] == {"doc_id": {"in": ["gan"]}}
+    assert state.retrieved == [("gan", 0, text.index("Experimental")), ("other", 0, len(other.document.text))]
+    # what the question did not retrieve is no evidence of its own (it would crowd out other papers when the best
+    # passage's paper is the wrong one), but it states what a rule asks for: here the dataset, by its class
+    SelectEvidence(HashEmbedder().encode, sentences=2).run(state)
+    assert [e.text for e in state.evidence][-1].startswith("Experimental results on a public caricature dataset")
+    state.info = analyse("How is AdsSe-GAN evaluated?")  # asks for no class: the sentence stays out
+    SelectEvidence(HashEmbedder().encode, sentences=2).run(state)
+    assert not any(e.text.startswith("Experimental") for e in state.evidence)
     # a backend gives a document's stored passages without a search
     backend = _Stored([first, other], {"gan": [first, second]})
     state = AnswerState(question=question, k=8, info=analyse(question))
