@@ -16,9 +16,10 @@ The weights (:data:`DEFAULT_WEIGHTS`) were chosen on the shared COVID-QA questio
 
 from __future__ import annotations
 
+import functools
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import zip_longest
 
@@ -345,6 +346,12 @@ def _within(spans: Sequence[tuple[str, int, int]]) -> Spans:
     return lambda doc_id, start, end: any(s <= start and end <= e for s, e in by_doc.get(doc_id, ()))
 
 
+def _then(ranked: Sequence[Evidence], more: Callable[[], Sequence[Evidence]]) -> Iterator[Evidence]:
+    """``ranked``, then ``more()``, called only when ``ranked`` is used up."""
+    yield from ranked
+    yield from more()
+
+
 def _unique(items: Sequence[Evidence]) -> list[Evidence]:
     """``items`` without repeats (the same document span), in order."""
     seen: set[tuple[str, int, int]] = set()
@@ -416,9 +423,11 @@ class SelectEvidence:
             return
         if state.info.kind == "yes_no":
             ranked = findings_first(ranked)
-        # the sentences of a document read whole that the question did not retrieve: only a rule's need takes one
-        unretrieved = select_evidence(state.info.text, state.passages, self.encode, 64, self.weights,
-                                      lambda *span: not retrieved(*span)) if retrieved else []
+        # the sentences of a document read whole that the question did not retrieve: only a rule's need takes one,
+        # so they are scored (and encoded) only when a rule looks past ``ranked``
+        unretrieved = functools.cache(lambda: select_evidence(
+            state.info.text, state.passages, self.encode, 64, self.weights, lambda *span: not retrieved(*span)
+        ) if retrieved else [])
         state.named = named_documents(state.info.names, state.passages)
         chosen = self.chosen(ranked, state.named, state.info.kind, 1 if state.info.one_paper else self.max_papers,
                              state.info.names, judged=self.judged_papers and state.info.polar is not None,
@@ -451,16 +460,16 @@ class SelectEvidence:
     def chosen(self, ranked: list[Evidence], named: list[str], kind: str = "fact",
                max_papers: int | None = None, names: Sequence[str] = (), judged: bool = False,
                subject: str | None = None, asked_class: str | None = None, question: str = "",
-               unretrieved: Sequence[Evidence] = ()) -> list[Evidence]:
+               unretrieved: Callable[[], Sequence[Evidence]] = tuple) -> list[Evidence]:
         """The evidence to keep from ``ranked`` (best first), for a question of ``kind`` that names the documents
         ``named`` and the things ``names`` (class docstring); a which-papers question keeps at most ``max_papers``
         (default :attr:`max_papers`; 1 when it asks for one paper), or, when its papers will be ``judged``, the
         candidates for that judge (:data:`CANDIDATE_PAPER_RATIO`, :data:`MAX_CANDIDATE_PAPERS`), each by its best
         sentence and its best about its own work (:data:`JUDGED_OWN_SCORE_RATIO`); ``subject``: what a "What is X?"
         question asks to define, ``asked_class`` the class of what a "What/Which <noun> ...?" question asks for
-        and ``question`` its text (:func:`_stating`); ``unretrieved``: sentences of the documents read whole that
-        the question did not retrieve (best first), which only a sentence that states what is asked for is taken
-        from, after ``ranked``."""
+        and ``question`` its text (:func:`_stating`); ``unretrieved``: gives the sentences of the documents read
+        whole that the question did not retrieve (best first), which only a sentence that states what is asked for
+        is taken from, after ``ranked`` (called only then)."""
         by_doc: dict[str, list[Evidence]] = {}
         for item in ranked:
             by_doc.setdefault(item.doc_id, []).append(item)
@@ -487,17 +496,17 @@ class SelectEvidence:
             compared += others[:max(0, COMPARED_PAPERS - len({ranked[0].doc_id, *compared}))]
         chosen = self._filled(_unique([ranked[0], *(firsts[d] for d in compared)]), ranked[1:])
         if kind == "fact" and asked_class:
-            return self._with_class(chosen, [*ranked, *unretrieved], {ranked[0].doc_id, *named}, asked_class, names)
+            return self._with_class(chosen, ranked, unretrieved, {ranked[0].doc_id, *named}, asked_class, names)
         stating_rule = _stating(kind, names, subject, question)
         if stating_rule is not None and not any(stating_rule(item.text) for item in chosen):
             # the best sentence that states what the kind asks for takes the last place
-            stating = next((item for item in [*ranked, *unretrieved] if stating_rule(item.text)), None)
+            stating = next((item for item in _then(ranked, unretrieved) if stating_rule(item.text)), None)
             if stating is not None:
                 chosen = [*chosen[: max(1, self.sentences - 1)], stating]
         return chosen
 
-    def _with_class(self, chosen: list[Evidence], ranked: list[Evidence], own: set[str], asked_class: str,
-                    names: Sequence[str]) -> list[Evidence]:
+    def _with_class(self, chosen: list[Evidence], ranked: list[Evidence], unretrieved: Callable[[], Sequence[Evidence]],
+                    own: set[str], asked_class: str, names: Sequence[str]) -> list[Evidence]:
         """``chosen`` for a fact asked by its class ("What base model architecture ...?", "What caricature dataset
         was AdsSe-GAN evaluated on?"): the expected answer type of factoid QA (Moldovan et al. 2000, ACL). The
         answer's ``own`` papers (the best sentence's, and those the question names) must state it in a sentence of
@@ -507,7 +516,7 @@ class SelectEvidence:
         theirs that does takes the last place, one with the name right before the noun first ("the OLMoE-1B-7B
         architecture"), then anywhere ("a public caricature dataset, WebCaricature"); when none does and no
         sentence of theirs holds the class noun at all, their best sentence that holds it ("the prior specified by
-        a gamma process" for "What prior process ...?")."""
+        a gamma process" for "What prior process ...?"). The candidates are ``ranked``, then ``unretrieved()``."""
         from citerag.service.answering.names import names_of_class
 
         noun = tokenize(asked_class)
@@ -524,7 +533,7 @@ class SelectEvidence:
         if not any(holds_noun(item.text) for item in mine):
             tests.append(holds_noun)
         for test in tests:
-            stating = next((item for item in ranked if item.doc_id in own and item not in chosen
+            stating = next((item for item in _then(ranked, unretrieved) if item.doc_id in own and item not in chosen
                             and test(item.text)), None)
             if stating is not None:
                 return [*chosen[: max(1, self.sentences - 1)], stating]

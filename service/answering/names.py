@@ -173,9 +173,15 @@ def paper_names(document: Document) -> list[str]:
     ['LU-KV: Fast Eviction', 'LU-KV']
     """
     title = readable(document.title).strip()
-    head = title.split(": ", 1)[0] if ": " in title else ""
-    names = [title, head if 0 < len(head.split()) <= MAX_TITLE_HEAD_WORDS else "", coined_name(document.text) or ""]
+    names = [title, title_head(title), coined_name(document.text) or ""]
     return [name for name in dict.fromkeys(names) if name]
+
+
+def title_head(title: str) -> str:
+    """A title's head before its colon when it has at most :data:`MAX_TITLE_HEAD_WORDS` words (the paper's name:
+    "LU-KV" in "LU-KV: Fast Eviction"), else ``""``."""
+    head = title.split(": ", 1)[0] if ": " in title else ""
+    return head if 0 < len(head.split()) <= MAX_TITLE_HEAD_WORDS else ""
 
 
 def names_paper(text: str, document: Document, asked: Sequence[str] = ()) -> bool:
@@ -216,8 +222,7 @@ def subject_label(document: Document) -> str | None:
     ('LU-KV', 'Combining Variational Inference and MCMC')
     """
     title = readable(document.title).strip().replace("[", "(").replace("]", ")")
-    head = title.split(": ", 1)[0] if ": " in title else ""
-    if 0 < len(head.split()) <= MAX_TITLE_HEAD_WORDS:
+    if head := title_head(title):
         return head
     coined = coined_name(document.text)
     if coined and fold(coined).lower() not in fold(title).lower():

@@ -149,32 +149,32 @@ class Retrieve:
                 results = [*results, hit.replace(rank=len(results) + 1)]
         return results
 
-    def _whole(self, results: list[SearchResult], names: tuple[str, ...], question: str,
-               filters) -> list[SearchResult]:  # noqa: ANN001 - Filters | None
-        """``results`` plus the passages they miss of the documents read whole: the best passage's and each that
-        ``names`` name, when at most :data:`WHOLE_DOCUMENT_CHARS` long and not all retrieved already (one search
-        restricted to them, or a backend's ``passages_of``, which costs no search: ~0.1 ms against ~100 ms for a
-        filtered search over the 22,981 ML abstracts; the passages added are ranked after ``results`` and merged
-        with their neighbours by :func:`merge_same_document`)."""
-        if not results:
-            return results
-        docs = {results[0].document.doc_id, *named_documents(names, results)}
+    def _unretrieved(self, merged: list[SearchResult], names: tuple[str, ...], question: str,
+                     filters) -> list[SearchResult]:  # noqa: ANN001 - Filters | None
+        """The passages ``merged`` (retrieved, merged by document) miss of the documents read whole: the best
+        passage's and each that ``names`` name, when at most :data:`WHOLE_DOCUMENT_CHARS` long and not all retrieved
+        already; from a backend's ``passages_of``, which costs no search (~0.1 ms against ~100 ms for a filtered
+        search over the 22,981 ML abstracts), else one search restricted to them; ranked after ``merged``."""
+        if not merged:
+            return []
+        docs = {merged[0].document.doc_id, *named_documents(names, merged)}
         whole = list(dict.fromkeys(
-            merged.document.doc_id for merged in merge_same_document(results)
-            if merged.document.doc_id in docs and len(merged.document.text) <= WHOLE_DOCUMENT_CHARS
-            and merged.passage.end - merged.passage.start < len(merged.document.text)))
+            result.document.doc_id for result in merged
+            if result.document.doc_id in docs and len(result.document.text) <= WHOLE_DOCUMENT_CHARS
+            and result.passage.end - result.passage.start < len(result.document.text)))
         if not whole:
-            return results
-        have = {result.passage.chunk_id for result in results}
+            return []
         passages_of = getattr(self.searcher, "passages_of", None)  # a backend's stored passages: no search
         if passages_of is not None:
-            documents = {result.document.doc_id: result.document for result in results}
+            documents = {result.document.doc_id: result.document for result in merged}
             hits = [SearchResult(0, passage, documents[d], 0.0, None, None) for d in whole for passage in passages_of(d)]
         else:  # a bare retriever: the same search restricted to those documents
             hits = self.searcher.search(question, k=NAME_SEARCH_K, mode="hybrid",
                                         filters={**(filters or {}), "doc_id": {"in": whole}})
-        missing = [hit for hit in hits if hit.passage.chunk_id not in have]
-        return [*results, *(hit.replace(rank=len(results) + i) for i, hit in enumerate(missing, start=1))]
+        have = [(r.document.doc_id, r.passage.start, r.passage.end) for r in merged]
+        missing = [hit for hit in hits if not any(d == hit.document.doc_id and s <= hit.passage.start and
+                                                  hit.passage.end <= e for d, s, e in have)]
+        return [hit.replace(rank=len(merged) + i) for i, hit in enumerate(missing, start=1)]
 
     def run(self, state: AnswerState) -> None:
         assert state.info is not None, "analyse runs first"
@@ -190,12 +190,10 @@ class Retrieve:
             results = self._with_named(results, state.info.names, filters)
         if not gap:
             results = self._with_mentioned(results, state.info.names, filters)
-            whole = self._whole(results, state.info.names, question, filters)
-            if len(whole) > len(results):
-                state.retrieved = [(r.document.doc_id, r.passage.start, r.passage.end)
-                                   for r in merge_same_document(results)]
-            results = whole
         state.passages = merge_same_document(results)
+        if not gap and (unretrieved := self._unretrieved(state.passages, state.info.names, question, filters)):
+            state.retrieved = [(r.document.doc_id, r.passage.start, r.passage.end) for r in state.passages]
+            state.passages = merge_same_document([*state.passages, *unretrieved])
         state.emit("passages", state.passages)
         if not named and (gap := gap or retrieval_gap(state.passages, self.min_dense_score)):
             state.abstain(gap)

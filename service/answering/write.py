@@ -28,7 +28,6 @@ from citerag.index.text import readable
 from citerag.index.tokenize import tokenize
 from citerag.service.answering.language import DENIAL, NEGATION_CUE, SAME_CLAIM_STEMS
 from citerag.service.answering.names import paper_label
-from citerag.service.answering.question import content_terms
 from citerag.service.answering.prompts import (
     ANSWER_SLOT,
     DECISION_GRAMMAR,

@@ -637,16 +637,14 @@ def test_a_titled_paper_is_called_by_its_short_name() -> None:
     # name the abstract coins is the subject, unless the title uses it as one word among others (a topic)
     gnn = "We propose AdvGNN, a graph neural network that attacks a network. We reduce the attack time by 65%."
     title = "Generating adversarial examples with graph neural networks"
-    state = _state("How much faster is AdvGNN?", [result("gnn", gnn, title=title)])
-    state.written = "We reduce the attack time by 65% [1]."
-    Verify().run(state)
+    state = _verified("How much faster is AdvGNN?", [result("gnn", gnn, title=title)],
+                      "We reduce the attack time by 65% [1].")
     Compose().run(state)
     assert state.answer == "AdvGNN reduces the attack time by 65% [1]."
     topic = "Combining Variational Inference and MCMC"
     vcd = "We develop a way to combine Markov chain Monte Carlo (MCMC) and VI. Our method cuts the bias by 65%."
-    state = _state("How much does the variational contrastive method cut the bias?", [result("vcd", vcd, title=topic)])
-    state.written = "Our method cuts the bias by 65% [1]."
-    Verify().run(state)
+    state = _verified("How much does the variational contrastive method cut the bias?",
+                      [result("vcd", vcd, title=topic)], "Our method cuts the bias by 65% [1].")
     Compose().run(state)
     assert state.answer == f"{topic} cuts the bias by 65% [1]."
 
