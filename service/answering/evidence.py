@@ -338,8 +338,8 @@ def own_work_first(items: Sequence[Evidence], ratio: float = OWN_SCORE_RATIO) ->
     return own if own is not None and own.score >= ratio * best.score else best
 
 
-def _within(spans: Sequence[tuple[str, int, int]]) -> Spans:
-    """Whether a sentence ``(doc_id, start, end)`` lies within one of ``spans``."""
+def within(spans: Sequence[tuple[str, int, int]]) -> Spans:
+    """Whether a span ``(doc_id, start, end)`` (a sentence, a passage) lies within one of ``spans``."""
     by_doc: dict[str, list[tuple[int, int]]] = {}
     for doc_id, start, end in spans:
         by_doc.setdefault(doc_id, []).append((start, end))
@@ -416,7 +416,7 @@ class SelectEvidence:
         from citerag.service.answering.names import named_documents
 
         assert state.info is not None
-        retrieved = _within(state.retrieved) if state.retrieved else None
+        retrieved = within(state.retrieved) if state.retrieved else None
         ranked = select_evidence(state.info.text, state.passages, self.encode, 64, self.weights, retrieved)
         if not ranked:
             state.abstain("the passages hold no sentence to answer from")

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from citerag.index.backend import Searcher
 from citerag.index.search import SearchResult
+from citerag.service.answering.evidence import within
 from citerag.service.answering.names import mentions, named_documents
 from citerag.service.answering.state import AnswerState
 from citerag.service.conversation import keep_candidates
@@ -171,9 +172,8 @@ class Retrieve:
         else:  # a bare retriever: the same search restricted to those documents
             hits = self.searcher.search(question, k=NAME_SEARCH_K, mode="hybrid",
                                         filters={**(filters or {}), "doc_id": {"in": whole}})
-        have = [(r.document.doc_id, r.passage.start, r.passage.end) for r in merged]
-        missing = [hit for hit in hits if not any(d == hit.document.doc_id and s <= hit.passage.start and
-                                                  hit.passage.end <= e for d, s, e in have)]
+        have = within([(r.document.doc_id, r.passage.start, r.passage.end) for r in merged])
+        missing = [hit for hit in hits if not have(hit.document.doc_id, hit.passage.start, hit.passage.end)]
         return [hit.replace(rank=len(merged) + i) for i, hit in enumerate(missing, start=1)]
 
     def run(self, state: AnswerState) -> None:
