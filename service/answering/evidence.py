@@ -92,16 +92,21 @@ def candidate_sentences(passages: Sequence[SearchResult], where: Spans | None = 
     seen: set[tuple[str, int, int]] = set()
     out: list[tuple[int, int, int]] = []
     for n, result in enumerate(passages, start=1):
-        text, offset = result.passage.text, result.passage.start
-        for start, end in split_sentences(text):
-            for piece_start, piece_end in _pieces(text, start, end):
-                key = (result.document.doc_id, offset + piece_start, offset + piece_end)
-                if key in seen or word_count(text[piece_start:piece_end]) < MIN_WORDS or (
-                        where is not None and not where(*key)):
-                    continue
-                seen.add(key)
-                out.append((n, key[1], key[2]))
+        offset = result.passage.start
+        for start, end in sentence_spans(result.passage.text):
+            key = (result.document.doc_id, offset + start, offset + end)
+            if key in seen or (where is not None and not where(*key)):
+                continue
+            seen.add(key)
+            out.append((n, key[1], key[2]))
     return out
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """The sentences of ``text`` as evidence reads them, ``(start, end)`` offsets: sentences under :data:`MIN_WORDS`
+    words left out, those over :data:`MAX_CHARS` characters cut at ``;`` or ``,`` boundaries (:func:`_pieces`)."""
+    return [(a, b) for start, end in split_sentences(text) for a, b in _pieces(text, start, end)
+            if word_count(text[a:b]) >= MIN_WORDS]
 
 
 def word_count(text: str) -> int:

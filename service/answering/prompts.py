@@ -132,8 +132,19 @@ def judge_messages(info: QuestionInfo, evidence: Sequence[Evidence]) -> list[dic
     kind's instruction (:data:`KIND_INSTRUCTIONS`; a yes/no question, judged but answered in its own conversation,
     has none)."""
     request = " ".join(filter(None, (JUDGE_QUESTION, KIND_INSTRUCTIONS.get(info.kind))))  # yes/no: no answer after
-    user = f"Evidence:\n{evidence_block(evidence)}\n\nQuestion: {quoted(info.text)}\n\n{request}"
+    user = f"{_evidence_part(evidence)}Question: {quoted(info.text)}\n\n{request}"
     return [*fixed_messages(), {"role": "user", "content": user}]
+
+
+def _evidence_part(evidence: Sequence[Evidence]) -> str:
+    return f"Evidence:\n{evidence_block(evidence)}\n\n"
+
+
+def evidence_prefix(evidence: Sequence[Evidence]) -> list[dict[str, str]]:
+    """What every judge and writer prompt over ``evidence`` starts with, whatever the question: the fixed messages
+    and the user turn up to the question. A prompt state saved after it (a paper read whole:
+    :class:`~citerag.service.answering.whole_paper.ReadPaper`) serves every question over the same evidence."""
+    return [*fixed_messages(), {"role": "user", "content": _evidence_part(evidence)}]
 
 
 def writer_messages(info: QuestionInfo, evidence: Sequence[Evidence]) -> list[dict[str, str]]:
