@@ -3,7 +3,8 @@
     python -m bench.ask_latency                  # every question of eval/devset.jsonl and eval/seed_questions.jsonl
     python -m bench.ask_latency --questions 6 --no-record   # a quick check
 
-``citerag serve`` runs on the 38 shipped abstracts in a subprocess on 127.0.0.1, with its default settings. Each
+``citerag serve`` runs on the 38 shipped abstracts in a subprocess on 127.0.0.1, with its default settings; once it
+has answered one question and read the corpus's papers ahead (``/health`` ``papers``: done), each
 question is asked once with ``"stream": true``; from the request's start, the client records the time to the
 ``evidence`` event, to the first ``token`` event (the first answer text) and to the final ``answer`` event (the
 total). The **raw model time** is the shipped GGUF run plainly by llama.cpp in this process (xllamacpp, all cores):
@@ -64,6 +65,17 @@ def ask_streamed(http: httpx.Client, question: str) -> dict[str, float | dict]:
     raise RuntimeError("/ask stream ended without an answer event")
 
 
+def papers_read(http: httpx.Client, timeout_s: float = 1800.0) -> str:
+    """Wait until the service has read the corpus's papers ahead (``/health`` ``papers``: done or off), as a
+    service that has run a while has; what it reported."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        papers = http.get("/health").json().get("papers", "off")
+        if papers in ("done", "off") or time.monotonic() > deadline:
+            return papers
+        time.sleep(2.0)
+
+
 def raw_model_ms() -> float:
     """One raw model run (module docstring), in ms of wall time."""
     from bench.generator_speed import fixed_prompt, run_fixed
@@ -111,6 +123,7 @@ def main() -> None:
     loads, rows, runs = [], [], []
     with serve(built.directory) as served, httpx.Client(base_url=served.url, timeout=600.0) as http:
         ask_streamed(http, "What is EDEN?")  # warm-up: the first answer pays one-off costs
+        papers_read(http)
         for i, q in enumerate(questions):
             if i == len(questions) // 2:
                 time.sleep(2.0)  # the service's work after its last answer (its cache pin) is over

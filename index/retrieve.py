@@ -98,6 +98,10 @@ class Retriever:
         vector = self.embedder.encode([folded])[0]
         return self.index.dense.top(vector, depth, allowed, selector)
 
+    def count(self) -> int:
+        """How many documents are indexed."""
+        return len(self.index.documents)
+
     @property
     def vocabulary_size(self) -> int:
         """Distinct BM25 terms in the indexed passages."""

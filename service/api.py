@@ -24,7 +24,7 @@ from citerag.index.store import LoadedIndex
 from citerag.service.errors import citerag_error, validation_error
 from citerag.service.middleware import BodySizeLimit
 from citerag.service.observability import Metrics, RequestContext
-from citerag.service.pipeline import index_setup, open_answerer, open_backend, open_milvus_backend
+from citerag.service.pipeline import index_setup, open_answerer, open_backend, open_milvus_backend, read_papers_ahead
 from citerag.service.routes import ROUTERS
 from citerag.service.settings import Settings, get_settings
 from citerag.service.state import AdmissionGate, AnswererLoader, Service, WriteGuard
@@ -99,7 +99,7 @@ def open_service(settings: Settings, index: LoadedIndex | None, metrics: Metrics
         backend, notes = embedded, index_notes(live)
     key = settings.api_key.get_secret_value() if settings.api_key else None
     service = Service(
-        backend, AnswererLoader(lambda: open_answerer(settings, backend), metrics.activity),
+        backend, AnswererLoader(lambda: read_papers_ahead(open_answerer(settings, backend)), metrics.activity),
         AdmissionGate(settings.max_queue),
         WriteGuard(key, settings.host), metrics, settings.ask_k, settings.history_max_turns,
         settings.history_max_chars,

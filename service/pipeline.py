@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +20,7 @@ from citerag.index.retrieve import Retriever
 from citerag.index.store import IndexStore, LoadedIndex
 from citerag.service.answering.prompts import SLOTS
 from citerag.service.answering.runner import AnswerPipeline, evidence_pipeline
+from citerag.service.answering.whole_paper import ReadPaper
 from citerag.service.generator import Decoding, Generator
 from citerag.service.model_files import GENERATORS, assemble_gguf, embedding_model_dir, onnx_int8_model
 from citerag.service.settings import EmbeddingBackend, Settings, get_settings
@@ -183,26 +185,48 @@ def decoding(settings: Settings) -> Decoding:
 
 
 @lru_cache(maxsize=2)
-def load_generator(path: Path, n_ctx: int, threads: int, decoding: Decoding | None = None) -> Generator:
+def load_generator(path: Path, n_ctx: int, threads: int, decoding: Decoding | None = None,
+                   state_dir: Path | None = None) -> Generator:
     """The chat model in the GGUF file ``path``, loaded once per process for each ``(path, n_ctx, threads,
-    decoding)``: every app and command of the process shares it, and its lock lets one generation run at a time.
+    decoding, state_dir)``: every app and command of the process shares it, and its lock lets one generation run at
+    a time; ``state_dir``: where its saved prompt states live (papers read whole).
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
     """
-    return Generator(path, n_ctx=n_ctx, threads=threads, decoding=decoding, slots=SLOTS)
+    return Generator(path, n_ctx=n_ctx, threads=threads, decoding=decoding, slots=SLOTS, state_dir=state_dir)
 
 
 def open_answerer(settings: Settings, retriever: Searcher) -> AnswerPipeline:
     """The answering pipeline over ``retriever`` (a retriever or a backend) with the process's generator
     (:func:`load_generator`) and the evidence sentences' encoder (:func:`evidence_encoder`), configured by ``settings``
     (:func:`~citerag.service.answering.runner.evidence_pipeline`)."""
-    generator = load_generator(generator_path(settings), settings.n_ctx, settings.threads, decoding(settings))
+    state_dir = settings.cache_dir / "paper-states" if settings.whole_paper_documents else None
+    generator = load_generator(generator_path(settings), settings.n_ctx, settings.threads, decoding(settings),
+                               state_dir)
     return evidence_pipeline(
         retriever, generator, evidence_encoder(settings), default_k=settings.ask_k,
         min_dense_score=settings.min_dense_score, evidence_sentences=settings.evidence_sentences,
         min_confidence=settings.min_confidence, min_confidence_unseen=settings.min_confidence_unseen,
         max_answer_tokens=settings.max_answer_tokens, second_look=settings.second_look,
         judge_papers=settings.judge_papers, close_cosine=settings.close_cosine,
-        topics_dir=settings.cache_dir / "topics",
+        topics_dir=settings.cache_dir / "topics", whole_paper_documents=settings.whole_paper_documents,
     )
+
+
+def read_papers_ahead(answerer: AnswerPipeline) -> AnswerPipeline:
+    """Start reading the corpus's papers whole in a background thread (:meth:`~citerag.service.answering.
+    whole_paper.ReadPaper.read_all`, when the pipeline has that step and the corpus is small enough), so that the
+    first question about each paper is as fast as the next; returns ``answerer``."""
+    for step in answerer.components:
+        if isinstance(step, ReadPaper) and answerer.retriever is not None:
+            threading.Thread(target=step.read_all, args=(answerer.retriever,), name="citerag-read-papers",
+                             daemon=True).start()
+    return answerer
+
+
+def papers_read_ahead(answerer: AnswerPipeline) -> str:
+    """Where reading the papers ahead stands (:attr:`~citerag.service.answering.whole_paper.ReadPaper.ahead`;
+    ``"off"`` for a pipeline without that step)."""
+    steps = getattr(answerer, "components", ())
+    return next((step.ahead for step in steps if isinstance(step, ReadPaper)), "off")

@@ -17,7 +17,8 @@ no way out, and these steps decide before it.
   counts (:func:`~citerag.service.answering.question.counted_terms`): 12,000 rollouts do not answer it.
 * The model's judgement: one token, "Do the evidence sentences answer the question?", read as ``P(yes)``
   (:func:`~citerag.service.answering.choice.choose`). Its prompt is the writer's prompt plus one line, so the
-  writer afterwards evaluates only a few tokens more. Below :data:`MIN_CONFIDENCE` the service abstains.
+  writer afterwards evaluates only a few tokens more. Below :data:`MIN_CONFIDENCE` the service abstains (below
+  :data:`~citerag.service.answering.whole_paper.MIN_CONFIDENCE_WHOLE` when the evidence is a paper read whole).
   A yes/no question is judged only when it has :data:`MIN_UNSEEN_WORDS_YES_NO` unseen words or more (its answer
   is otherwise the decision): "Can diffusion models generate foldable origami crease patterns?" over ML abstracts
   is about what they do not cover.
@@ -48,6 +49,7 @@ from citerag.service.answering.evidence import JUDGED_OWN_SCORE_RATIO, Evidence,
 from citerag.service.answering.prompts import DECISION_SLOT, YES_NO_GRAMMAR, judge_messages, paper_messages
 from citerag.service.answering.state import AnswerState
 from citerag.service.answering.verify import Describe, paper_statements, states_count
+from citerag.service.answering.whole_paper import MIN_CONFIDENCE_WHOLE
 from citerag.service.generator import Generator
 
 #: Below this probability that the evidence answers, the service abstains (chosen on three dev sets at once, each
@@ -87,6 +89,8 @@ class Judge:
         second_look: read ``state.reserve`` before abstaining (module docstring).
         close_cosine: an evidence sentence at least this close to the question (cosine similarity of the dense
             encoder, ``Evidence.dense``) answers it whatever the model's confidence (module docstring; 1: off).
+        min_confidence_whole: the bar when the evidence is a paper read whole (``state.read_whole``:
+            :data:`~citerag.service.answering.whole_paper.MIN_CONFIDENCE_WHOLE`).
 
     Raises:
         ValueError: a threshold outside ``[0, 1]``.
@@ -97,10 +101,10 @@ class Judge:
     def __init__(
         self, generator: Generator, searcher: Searcher | None = None, min_confidence: float = MIN_CONFIDENCE,
         min_confidence_unseen: float = MIN_CONFIDENCE_UNSEEN, second_look: bool = True,
-        close_cosine: float = CLOSE_COSINE,
+        close_cosine: float = CLOSE_COSINE, min_confidence_whole: float = MIN_CONFIDENCE_WHOLE,
     ) -> None:
         for name, value in (("min_confidence", min_confidence), ("min_confidence_unseen", min_confidence_unseen),
-                            ("close_cosine", close_cosine)):
+                            ("close_cosine", close_cosine), ("min_confidence_whole", min_confidence_whole)):
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {value}")
         self.generator = generator
@@ -109,6 +113,7 @@ class Judge:
         self.min_confidence_unseen = min_confidence_unseen
         self.second_look = second_look
         self.close_cosine = close_cosine
+        self.min_confidence_whole = min_confidence_whole
 
     def run(self, state: AnswerState) -> None:
         assert state.info is not None
@@ -125,19 +130,19 @@ class Judge:
             state.confidence = 1.0
             return
         messages, confidence = self.judged(state)
-        if confidence < self.min_confidence and not close and self.second_look and state.reserve:
-            first, first_messages = state.evidence, messages
-            state.evidence, state.reserve = state.reserve, []
+        bar = self.min_confidence_whole if state.read_whole else self.min_confidence
+        if confidence < bar and not close and self.second_look and state.reserve:
+            first, first_messages, first_whole = state.evidence, messages, state.read_whole
+            state.evidence, state.reserve, state.read_whole = state.reserve, [], False
             messages, second = self.judged(state)
             if second >= self.min_confidence and not self.uncounted(state):
-                confidence = second
+                confidence, bar = second, self.min_confidence
                 state.emit("evidence", state.evidence)
             else:  # the abstention rests on the first evidence, as shown
-                state.evidence, messages = first, first_messages
+                state.evidence, messages, state.read_whole = first, first_messages, first_whole
         state.confidence = confidence
-        if confidence < self.min_confidence and not close:
-            state.abstain(f"the evidence does not answer the question (confidence {confidence:.2f} < "
-                          f"{self.min_confidence:.2f})")
+        if confidence < bar and not close:
+            state.abstain(f"the evidence does not answer the question (confidence {confidence:.2f} < {bar:.2f})")
         elif confidence < self.min_confidence_unseen and unseen:
             state.abstain(f"no indexed passage mentions {', '.join(map(repr, unseen))}, and the evidence does not "
                           f"make up for it (confidence {confidence:.2f} < {self.min_confidence_unseen:.2f})")

@@ -25,6 +25,7 @@ from citerag.service.answering.retrieve import MIN_DENSE_SCORE, Retrieve
 from citerag.service.answering.state import Answer, AnswerState, OnEvent
 from citerag.service.answering.topics import Topics
 from citerag.service.answering.verify import Verify
+from citerag.service.answering.whole_paper import MAX_DOCUMENTS, ReadPaper
 from citerag.service.answering.write import MAX_ANSWER_TOKENS, Write
 from citerag.service.conversation import Turn
 from citerag.service.generator import Generator
@@ -114,9 +115,10 @@ def evidence_pipeline(
     judge_papers: bool = True,
     close_cosine: float = CLOSE_COSINE,
     topics_dir: Path | None = None,
+    whole_paper_documents: int = MAX_DOCUMENTS,
 ) -> AnswerPipeline:
-    """The default pipeline: analyse -> retrieve -> select evidence -> judge papers -> judge -> write -> verify ->
-    compose.
+    """The default pipeline: analyse -> retrieve -> select evidence -> judge papers -> read paper -> judge -> write
+    -> verify -> compose.
 
     Args:
         searcher: a :class:`~citerag.index.retrieve.Retriever` or a backend.
@@ -130,6 +132,8 @@ def evidence_pipeline(
             judge.JudgePapers`); off, the papers whose best sentence scores half the best one's are named.
         topics_dir: where unnamed papers' topic phrases are kept (:class:`~citerag.service.answering.topics.Topics`;
             ``None``: in memory only).
+        whole_paper_documents: the largest corpus whose papers are read whole (:class:`~citerag.service.answering.
+            whole_paper.ReadPaper`; 0: never; only with a generator that has a ``state_dir``).
     """
     generator.fixed_messages = FIXED_MESSAGES  # the cache keeps the system prompt and the worked example
     describe = Topics(generator, topics_dir)
@@ -139,6 +143,7 @@ def evidence_pipeline(
             Retrieve(searcher, min_dense_score),
             SelectEvidence(encode, evidence_sentences, judged_papers=judge_papers),
             *([JudgePapers(generator, describe=describe)] if judge_papers else []),
+            ReadPaper(generator, searcher, whole_paper_documents),
             Judge(generator, searcher, min_confidence, min_confidence_unseen, second_look, close_cosine),
             Write(generator, max_answer_tokens, min_yes=min_confidence),  # a "yes" needs what every answer needs
             Verify(describe=describe),

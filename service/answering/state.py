@@ -89,6 +89,7 @@ class AnswerState:
             score alone decided it).
         papers_judged: each candidate paper of a which-papers question was judged and the evidence is the named
             papers' sentences, answered as they stand (judge papers: no single judgement, no writing).
+        read_whole: the evidence is every sentence of the answer's paper, in its order (read paper).
         decision: ``"yes"``/``"no"``/``"maybe"`` for a yes/no question (write), else ``None``.
         decision_probabilities: the model's probabilities of yes/no/maybe behind ``decision`` (write).
         written: the model's text as written (write).
@@ -116,6 +117,7 @@ class AnswerState:
     reserve: list[Evidence] = field(default_factory=list)
     confidence: float = 0.0
     papers_judged: bool = False
+    read_whole: bool = False
     decision: str | None = None
     decision_probabilities: dict[str, float] = field(default_factory=dict)
     written: str = ""

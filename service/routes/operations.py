@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
+from citerag.service.pipeline import papers_read_ahead
 from citerag.service.schemas import Health
 from citerag.service.state import MetricsDep, Service, ServiceDep
 
@@ -25,6 +26,7 @@ async def health(service: ServiceDep) -> Health:
         generator=service.loader.state,
         index_check=str(stats.get("verification", "not-applicable")),
         decoding=_decoding(service),
+        papers=papers_read_ahead(service.loader.get()) if service.loader.ready else "loading",
     )
 
 

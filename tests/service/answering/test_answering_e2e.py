@@ -155,3 +155,22 @@ def test_a_comparison_names_both_sides(shipped) -> None:
 def test_an_off_corpus_question_abstains(shipped) -> None:
     answer = shipped.ask("How long should sourdough bread be baked?")
     assert answer.abstained and answer.citations == [] and answer.reason
+
+
+def test_a_paper_read_whole_answers_the_same_read_afresh_or_restored(shipped) -> None:
+    from citerag.service.answering.whole_paper import ReadPaper
+
+    question = "What does GP-EquiFlow use to construct its prior distributions?"
+    first = shipped.ask(question)
+    # over the 38 shipped abstracts a question about one paper is answered over that paper read whole, in its order
+    assert {e.doc_id for e in first.evidence} == {GP_EQUIFLOW} and len(first.evidence) > 3
+    assert [e.start for e in first.evidence] == sorted(e.start for e in first.evidence)
+    step = next(s for s in shipped.components if isinstance(s, ReadPaper))
+    saved = shipped.generator.state_dir / step.state_name(first.evidence)
+    assert saved.is_file()
+    saved.unlink()
+    afresh = shipped.ask(question)  # read again on the spot, and saved again
+    assert saved.is_file()
+    restored = shipped.ask(question)
+    assert first.answer == afresh.answer == restored.answer
+    _checked(restored, "fact", ["Gaussian process"], {GP_EQUIFLOW})

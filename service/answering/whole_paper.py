@@ -1,0 +1,180 @@
+"""The read-paper step: a question about one paper of a small corpus is judged and answered over that paper read
+whole, from a prompt state saved once per paper (cache-augmented generation: Chan et al. 2024, "Don't Do RAG:
+When Cache-Augmented Generation is All You Need for Knowledge Tasks").
+
+Every judge and writer prompt over the same evidence starts the same way
+(:func:`~citerag.service.answering.prompts.evidence_prefix`: the fixed messages, then the evidence). When the
+evidence is a whole paper, its sentences numbered in the paper's order, that start is the same for every question
+about the paper: llama.cpp reads it once and saves the slot's state (a slot file, ~20 MB for ~750 tokens at f16:
+:meth:`~citerag.service.generator.Generator.read_and_save`); a later question restores it (~5 ms) and reads only
+its question and the request (~40-60 tokens, ~0.9 s on 2 cores, against ~2.4 s for the ~170 tokens of the chosen
+sentences). A paper not read yet is read on the spot (~3.6 s) and saved, so an answer is the same whether or not
+its paper was read before; only the time differs. ``citerag serve`` reads the corpus's papers in the background
+at start (:meth:`ReadPaper.read_all`).
+
+When: a fact, number or definition question (not about several papers), over a corpus of at most ``max_documents``
+documents, whose best evidence sentence's paper is abstract-sized
+(:data:`~citerag.service.answering.retrieve.WHOLE_DOCUMENT_CHARS`) and was read whole by the retrieve step. The
+chosen evidence has been shown (the ``evidence`` event) and still decides the judge's close-evidence rule; the
+model's P(yes) over a whole paper has its own bar (:data:`MIN_CONFIDENCE_WHOLE`).
+
+Measured on the shipped dev set (``eval/results/qa.md``, seventeenth round; ``eval/probes/whole_abstract.py``):
+over single-paper questions the written answer holds the expected string as often as over the chosen sentences
+(dev half 22 of 29 each at their bars, held-out test half 22 of 28 each); which-papers questions lose (one paper
+is read), so they keep the chosen sentences.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Sequence
+
+from citerag.index.search import SearchResult
+from citerag.index.types import Document
+from citerag.service.answering.evidence import Evidence, sentence_spans
+from citerag.service.answering.prompts import evidence_prefix
+from citerag.service.answering.retrieve import WHOLE_DOCUMENT_CHARS
+from citerag.service.answering.state import AnswerState
+from citerag.service.generator import Generator
+
+log = logging.getLogger(__name__)
+
+#: Papers are read whole over a corpus of at most this many documents: each paper's saved state is ~20 MB (64
+#: papers: ~1.3 GB in the cache directory) and reading them all takes ~3.6 s each on 2 cores.
+MAX_DOCUMENTS = 64
+#: The question kinds answered from a paper read whole (about one thing of one paper).
+KINDS = frozenset({"fact", "number", "definition"})
+#: Below this P(yes) over a paper read whole the service abstains. The model says yes less readily to a whole
+#: abstract than to three chosen sentences (median P(yes) of answerable dev questions 0.87 against 0.89, the dev
+#: half's q023 0.82 -> 0.57); on the shipped dev half 0.5 keeps as many right answers (22 of 29) and no-answer
+#: abstentions (6 of 7, the judge alone) as 0.65 over the chosen sentences; 0.55 loses two (eval/results/qa.md).
+MIN_CONFIDENCE_WHOLE = 0.5
+
+
+def paper_evidence(document: Document, results: Sequence[tuple[int, SearchResult]]) -> list[Evidence] | None:
+    """Every evidence sentence of ``document`` (:func:`~citerag.service.answering.evidence.sentence_spans`), in its
+    order, each held by the result of ``results`` (``(passage number, result)`` of this document) that overlaps it
+    most; scores 0. ``None`` when a sentence lies outside every result (the paper was not read whole)."""
+    whole: list[Evidence] = []
+    for start, end in sentence_spans(document.text):
+        overlap, n, result = max(((min(end, r.passage.end) - max(start, r.passage.start), n, r) for n, r in results),
+                                 default=(0, 0, None), key=lambda t: t[0])
+        if result is None or overlap <= 0:
+            return None
+        whole.append(Evidence(n, result, start, end, document.text[start:end], 0.0, 0.0))
+    return whole or None
+
+
+class ReadPaper:
+    """Replace the chosen evidence of a question about one paper with that paper read whole, its prompt state
+    restored or read and saved (module docstring).
+
+    Args:
+        generator: the loaded chat model; papers are read whole only when it has a ``state_dir``.
+        searcher: what retrieved the passages; its ``count()`` (documents) decides ``max_documents``.
+        max_documents: the largest corpus whose papers are read whole (0: never).
+        slot: the llama.cpp slot the judge and the writer use.
+    """
+
+    name = "read_paper"
+
+    def __init__(self, generator: Generator, searcher: object, max_documents: int = MAX_DOCUMENTS,
+                 slot: int = 0) -> None:
+        if max_documents < 0:
+            raise ValueError(f"max_documents must be >= 0, got {max_documents}")
+        self.generator = generator
+        self.searcher = searcher
+        self.max_documents = max_documents
+        self.slot = slot
+        #: The papers read ahead (:meth:`read_all`): ``"not started"``, ``"reading"``, ``"done"`` or ``"off"``.
+        self.ahead = "not started"
+
+    @property
+    def enabled(self) -> bool:
+        """Whether this corpus's papers are read whole: states can be saved and the corpus is small enough."""
+        count = getattr(self.searcher, "count", None)
+        return (getattr(self.generator, "state_dir", None) is not None and self.max_documents > 0 and callable(count)
+                and count() <= self.max_documents)
+
+    def run(self, state: AnswerState) -> None:
+        assert state.info is not None
+        info = state.info
+        if (info.kind not in KINDS or info.several_papers or state.papers_judged or not state.evidence
+                or not self.enabled):
+            return
+        best = max(state.evidence, key=lambda e: e.score)
+        document = best.result.document
+        if len(document.text) > WHOLE_DOCUMENT_CHARS:
+            return
+        results = [(n, r) for n, r in enumerate(state.passages, start=1) if r.document.doc_id == document.doc_id]
+        whole = paper_evidence(document, results)
+        if whole is None:
+            return
+        self.ready(whole)
+        state.evidence = [self._scored(item, state.evidence) for item in whole]
+        state.read_whole = True
+
+    @staticmethod
+    def _scored(item: Evidence, chosen: Sequence[Evidence]) -> Evidence:
+        """``item`` with the score and dense similarity of the chosen sentence it overlaps (the best), if any."""
+        overlapping = [e for e in chosen if e.doc_id == item.doc_id and e.start < item.end and item.start < e.end]
+        if not overlapping:
+            return item
+        best = max(overlapping, key=lambda e: e.score)
+        return Evidence(item.n, item.result, item.start, item.end, item.text, best.score, best.dense)
+
+    def state_name(self, whole: Sequence[Evidence]) -> str:
+        """The saved state's file name: a digest of the generator's ``state_identity`` (model, llama.cpp, KV cache
+        type) and the prompt's start (:func:`~citerag.service.answering.prompts.evidence_prefix`)."""
+        key = [self.generator.state_identity, evidence_prefix(whole)]
+        return f"paper-{hashlib.sha256(json.dumps(key).encode()).hexdigest()[:40]}.bin"
+
+    def ready(self, whole: Sequence[Evidence]) -> None:
+        """Leave the slot holding the prompt's start over ``whole``: restored when saved before, else read and
+        saved.
+
+        Raises:
+            RuntimeError: llama.cpp could not read or save it.
+        """
+        name = self.state_name(whole)
+        if self.generator.has_state(name) and self.generator.restore_state(name, self.slot):
+            return
+        self.generator.read_and_save(evidence_prefix(whole), name, self.slot)
+
+    def read_all(self, backend: object) -> int:
+        """Read and save every abstract-sized paper of ``backend`` (its ``documents()`` and ``passages_of()``) not
+        saved yet, when :attr:`enabled`; returns how many were read. For ``citerag serve``'s start, in a background
+        thread: each paper holds the model for ~3.6 s, so a question asked meanwhile waits at most that long."""
+        if not self.enabled:
+            self.ahead = "off"
+            return 0
+        self.ahead = "reading"
+        try:
+            return self._read_all(backend)
+        finally:
+            self.ahead = "done"
+
+    def _read_all(self, backend: object) -> int:
+        read = 0
+        offset = 0
+        while documents := backend.documents(offset, 100):  # type: ignore[attr-defined]
+            offset += len(documents)
+            for document in documents:
+                if len(document.text) > WHOLE_DOCUMENT_CHARS:
+                    continue
+                passages = backend.passages_of(document.doc_id)  # type: ignore[attr-defined]
+                results = [(n, SearchResult(n, passage, document, 0.0, None, None))
+                           for n, passage in enumerate(passages, start=1)]
+                whole = paper_evidence(document, results)
+                if whole is None or self.generator.has_state(self.state_name(whole)):
+                    continue
+                try:
+                    self.generator.read_and_save(evidence_prefix(whole), self.state_name(whole), self.slot)
+                except RuntimeError:
+                    log.warning("reading paper %s ahead failed; it is read when asked about", document.doc_id,
+                                exc_info=True)
+                    continue
+                read += 1
+        return read

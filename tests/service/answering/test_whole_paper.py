@@ -1,0 +1,138 @@
+"""The read-paper step with fixed model outputs: which questions read their paper whole, what the model then reads,
+and how the paper's saved prompt state is used (the real model: ``test_answering_e2e.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from citerag.service.answering.evidence import SelectEvidence, sentence_spans
+from citerag.service.answering.judge import Judge
+from citerag.service.answering.prompts import evidence_prefix, judge_messages, writer_messages
+from citerag.service.answering.question import analyse
+from citerag.service.answering.runner import evidence_pipeline
+from citerag.service.answering.state import AnswerState
+from citerag.service.answering.whole_paper import MIN_CONFIDENCE_WHOLE, ReadPaper, paper_evidence
+from tests.conftest import HashEmbedder
+from tests.service.answering.fixed import COVID, ML, ML2, FixedGenerator, FixedSearcher, result
+
+
+class StateGenerator(FixedGenerator):
+    """A fixed generator that keeps prompt states by name (what llama.cpp's slot files do) and records their use."""
+
+    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+        super().__init__(*args, **kwargs)
+        self.state_dir = Path("states")
+        self.state_identity = "fixed.gguf:1:test:f16"
+        self.saved: dict[str, list[dict[str, str]]] = {}
+        self.uses: list[tuple[str, str]] = []
+
+    def has_state(self, name: str) -> bool:
+        return name in self.saved
+
+    def read_and_save(self, messages, name, slot=0, fixed=None) -> None:  # noqa: ANN001
+        self.saved[name] = messages
+        self.uses.append(("read", name))
+
+    def restore_state(self, name, slot=0) -> bool:  # noqa: ANN001
+        self.uses.append(("restore", name))
+        return True
+
+
+class CountingSearcher(FixedSearcher):
+    def __init__(self, results, documents: int) -> None:  # noqa: ANN001
+        super().__init__(results)
+        self.documents = documents
+
+    def count(self) -> int:
+        return self.documents
+
+
+def _chosen(question: str) -> AnswerState:
+    state = AnswerState(question=question, info=analyse(question), passages=[result("ml", ML), result("gp", ML2, 2)])
+    SelectEvidence(HashEmbedder().encode, sentences=2).run(state)
+    return state
+
+
+def test_a_question_about_one_paper_reads_it_whole_in_its_order_and_saves_its_state_once() -> None:
+    generator = StateGenerator()
+    step = ReadPaper(generator, CountingSearcher([], documents=38))
+    first = _chosen("What share of memory does LU-KV keep?")
+    chosen = {(e.doc_id, e.start, e.end): e.score for e in first.evidence}
+    step.run(first)
+    assert first.read_whole
+    assert [e.text for e in first.evidence] == [
+        "Long contexts are costly.", "We propose LU-KV, a KV cache eviction method.",
+        "LU-KV keeps 90% accuracy at 10\\% memory, a $4\\times$ saving."]
+    # the chosen sentences keep their scores (the judge's close rule, verify's fallbacks); the others score 0
+    assert all(e.score == chosen.get((e.doc_id, e.start, e.end), 0.0) for e in first.evidence)
+    (name,) = generator.saved
+    assert generator.saved[name] == evidence_prefix(first.evidence) and generator.uses == [("read", name)]
+
+    second = _chosen("How much memory does LU-KV use?")
+    step.run(second)
+    assert generator.uses == [("read", name), ("restore", name)]  # the same paper: its state, not read again
+
+
+def test_every_prompt_over_the_paper_starts_with_its_saved_prefix() -> None:
+    state = _chosen("What share of memory does LU-KV keep?")
+    ReadPaper(StateGenerator(), CountingSearcher([], 38)).run(state)
+    prefix = evidence_prefix(state.evidence)[-1]["content"]
+    for messages in (judge_messages(state.info, state.evidence), writer_messages(state.info, state.evidence)[:-1]):
+        assert messages[:-1] == evidence_prefix(state.evidence)[:-1]
+        user = messages[-1]["content"]
+        assert user.startswith(prefix) and "Question: What share of memory" in user
+
+
+@pytest.mark.parametrize(
+    ("question", "documents", "why"),
+    [
+        ("Does LU-KV keep 90% accuracy?", 38, "a yes/no question has its own conversation"),
+        ("Which papers propose a new method?", 38, "which-papers questions read each paper's best sentences"),
+        ("What share of memory does LU-KV keep?", 65, "a corpus above MAX_DOCUMENTS"),
+    ],
+)
+def test_other_questions_and_large_corpora_keep_the_chosen_sentences(question: str, documents: int, why: str) -> None:
+    generator = StateGenerator()
+    state = _chosen(question)
+    before = list(state.evidence)
+    ReadPaper(generator, CountingSearcher([], documents)).run(state)
+    assert state.evidence == before and not state.read_whole and generator.uses == [], why
+
+
+def test_without_a_state_directory_nothing_is_read_whole() -> None:
+    state = _chosen("What share of memory does LU-KV keep?")
+    before = list(state.evidence)
+    ReadPaper(FixedGenerator(), CountingSearcher([], 38)).run(state)  # FixedGenerator has no state_dir
+    assert state.evidence == before and not state.read_whole
+
+
+def test_a_paper_the_question_did_not_read_whole_is_not_read_whole() -> None:
+    full = result("ml", ML)
+    half = full.replace(passage=full.passage.__class__(
+        "ml#0", "ml", 0, 0, 40, ML[:40], 10))  # only the first 40 characters were retrieved
+    assert paper_evidence(full.document, [(1, half)]) is None
+    assert [ML[a:b] for a, b in sentence_spans(ML)] == [e.text for e in paper_evidence(full.document, [(1, full)])]
+
+
+def test_the_judge_holds_a_paper_read_whole_to_its_own_bar() -> None:
+    p_yes = (MIN_CONFIDENCE_WHOLE + 0.65) / 2  # between the whole-paper bar and the chosen sentences' bar
+    for read_whole, abstains in ((True, False), (False, True)):
+        state = _chosen("What share of memory does LU-KV keep?")
+        state.read_whole, state.reserve = read_whole, []
+        for item in state.evidence:  # no close evidence: the model decides
+            object.__setattr__(item, "dense", 0.1)
+        Judge(FixedGenerator(judge=p_yes), close_cosine=1.0).run(state)
+        assert state.abstained is abstains
+
+
+def test_the_pipeline_answers_from_the_whole_paper_and_cites_its_sentences_as_exact_spans() -> None:
+    searcher = CountingSearcher([result("covid", COVID), result("ml", ML, rank=2)], documents=2)
+    generator = StateGenerator("LU-KV keeps 90% accuracy at 10% memory [3].")
+    answer = evidence_pipeline(searcher, generator, HashEmbedder().encode, default_k=2).ask(
+        "What share of memory does LU-KV keep?")
+    assert not answer.abstained and answer.answer == "LU-KV keeps 90% accuracy at 10% memory [2]."
+    (citation,) = answer.citations
+    assert ML[citation.start:citation.end].startswith("LU-KV keeps 90% accuracy")
+    assert "read_paper" in answer.timings_ms and [use for use, _ in generator.uses] == ["read"]
