@@ -23,7 +23,8 @@ from citerag.service.answering.names import names_paper, paper_label, paper_name
 
 _LAST_WORD = re.compile(r"([^\W_][\w-]*)\W*$")
 #: Function words that can close a sentence, standing for a noun phrase ("... predicting sequence, rate, or both.").
-_CAN_END = frozenset({"both", "all", "each", "either", "neither", "none", "one", "others", "too"})
+_CAN_END = frozenset({"both", "all", "each", "either", "neither", "none", "one", "others", "too",
+                      "it", "them", "itself", "themselves"})  # an object: "... layers cannot solve it [1]."
 
 
 def readability_problems(answer: str, citations: Sequence[Any] = (), name_papers: bool = False,
@@ -37,6 +38,8 @@ def readability_problems(answer: str, citations: Sequence[Any] = (), name_papers
     >>> readability_problems("same budget, ASMC attains 80.6% [1]. It is the cost of a [1].")
     ['starts mid-sentence', "opens with a pronoun: 'It is the cost of a [1].'", "ends mid-sentence: 'It is the cost of a [1].'"]
     >>> readability_problems("ProGen predicts sequence, evolutionary rate, or both [5].")
+    []
+    >>> readability_problems("A hybrid network of 2^(3L^2) linear attention layers cannot solve it [1].")
     []
     """
     problems: list[str] = []
