@@ -112,7 +112,12 @@ class ReadPaper:
         whole = paper_evidence(document, results)
         if whole is None:
             return
-        self.ready(whole)
+        try:
+            self.ready(whole)
+        except RuntimeError:  # llama.cpp could not read or save it (a full disk): the chosen sentences, as before
+            log.warning("reading paper %s whole failed; answering from the chosen sentences", document.doc_id,
+                        exc_info=True)
+            return
         state.evidence = [self._scored(item, state.evidence) for item in whole]
         state.read_whole = True
 

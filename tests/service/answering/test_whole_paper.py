@@ -108,6 +108,17 @@ def test_without_a_state_directory_nothing_is_read_whole() -> None:
     assert state.evidence == before and not state.read_whole
 
 
+def test_a_paper_llama_cpp_cannot_save_is_answered_from_the_chosen_sentences() -> None:
+    class FullDisk(StateGenerator):
+        def read_and_save(self, messages, name, slot=0, fixed=None) -> None:  # noqa: ANN001
+            raise RuntimeError("llama.cpp could not save the prompt state: no space left on device")
+
+    state = _chosen("What share of memory does LU-KV keep?")
+    before = list(state.evidence)
+    ReadPaper(FullDisk(), CountingSearcher([], 38)).run(state)
+    assert state.evidence == before and not state.read_whole
+
+
 def test_a_paper_the_question_did_not_read_whole_is_not_read_whole() -> None:
     full = result("ml", ML)
     half = full.replace(passage=full.passage.__class__(
