@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
-import json
 import secrets
 import threading
 import time
@@ -156,7 +156,7 @@ class Generator:
         slots: llama.cpp slots, each with its own KV cache of ``n_ctx`` tokens (~115 MB for the 1.5B model at 4096):
             a call names its slot, so two conversations with different fixed prefixes (the answer's and the yes/no
             decision's) each keep theirs cached. Calls still run one at a time.
-        state_dir: where :meth:`save_state` keeps prompt states (llama.cpp's slot files; ``None``: states cannot be
+        state_dir: where :meth:`read_and_save` keeps prompt states (llama.cpp's slot files; ``None``: states cannot be
             saved). A state holds its slot's KV cache: ~28 KB per token for the 1.5B model at f16.
         decoding: speculative decoding and CPU settings (:class:`Decoding`; default plain). When the requested
             decoding fails to load (a missing or incompatible draft model, a setting llama.cpp refuses), the model
@@ -344,10 +344,11 @@ class Generator:
         """Whether a prompt state called ``name`` is saved (:meth:`read_and_save`)."""
         return self.state_dir is not None and (self.state_dir / name).is_file()
 
-    def read_and_save(self, messages: list[dict[str, str]], name: str, slot: int = 0, fixed: int | None = None) -> None:
+    def read_and_save(self, messages: list[dict[str, str]], name: str, slot: int = 0,
+                      fixed: int | None = None) -> None:
         """Read ``messages`` into ``slot`` as :meth:`chat` reads a prompt (the slot pinned to the ``fixed`` leading
-        messages first, the rest in one batch) and save the slot's state as ``name`` (llama.cpp's slot file, ~20 MB for
-        ~750 tokens): a later prompt that starts with ``messages``' text restores it (:meth:`restore_state`) instead
+        messages first, the rest in one batch) and save the slot's state as ``name`` (llama.cpp's slot file, ~20 MB
+        for ~750 tokens): a later prompt that starts with ``messages``' text restores it (:meth:`restore_state`) instead
         of reading them again. The slot keeps the state, so a prompt that extends it follows at once.
 
         Raises:
