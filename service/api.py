@@ -23,6 +23,7 @@ from citerag.index.lifecycle import ensure_index, index_notes, recover_damaged
 from citerag.index.store import LoadedIndex
 from citerag.service.errors import citerag_error, validation_error
 from citerag.service.middleware import BodySizeLimit
+from citerag.service.answering.runner import AnswerPipeline
 from citerag.service.observability import Metrics, RequestContext
 from citerag.service.pipeline import index_setup, open_answerer, open_backend, open_milvus_backend, read_papers_ahead
 from citerag.service.routes import ROUTERS
@@ -99,7 +100,7 @@ def open_service(settings: Settings, index: LoadedIndex | None, metrics: Metrics
         backend, notes = embedded, index_notes(live)
     key = settings.api_key.get_secret_value() if settings.api_key else None
     service = Service(
-        backend, AnswererLoader(lambda: read_papers_ahead(open_answerer(settings, backend)), metrics.activity),
+        backend, AnswererLoader(lambda: _answerer(settings, backend), metrics.activity),
         AdmissionGate(settings.max_queue),
         WriteGuard(key, settings.host), metrics, settings.ask_k, settings.history_max_turns,
         settings.history_max_chars,
@@ -115,3 +116,10 @@ def open_service(settings: Settings, index: LoadedIndex | None, metrics: Metrics
     for note in notes:  # records skipped at ingest; an empty index
         log.warning("%s (%s)", note, stats["version"])
     return service
+
+
+def _answerer(settings: Settings, backend: SearchBackend) -> AnswerPipeline:
+    """The answering pipeline over ``backend``, reading the corpus's papers ahead when ``settings`` say so
+    (:func:`~citerag.service.pipeline.read_papers_ahead`)."""
+    answerer = open_answerer(settings, backend)
+    return read_papers_ahead(answerer) if settings.read_papers_ahead else answerer

@@ -140,6 +140,10 @@ class Settings(BaseSettings):
         "over that paper read whole, from a prompt state saved once per paper in cache_dir/paper-states (~20 MB "
         "each; `citerag serve` reads them at start): ~1.5 s faster per answer (0: off; eval/results/qa.md).",
     )
+    read_papers_ahead: bool = Field(
+        True, description="`citerag serve` reads the corpus's papers whole in the background once the model is "
+        "loaded (whole_paper_documents), so that the first question about each paper is as fast as the next.",
+    )
     n_ctx: int = Field(4096, ge=512, description="Model context window (tokens).")
     max_answer_tokens: int = Field(120, ge=16, le=2048, description="The written answer's limit (tokens).")
     threads: int = Field(0, ge=0, description="CPU threads for generation; 0 = all cores.")

@@ -129,6 +129,9 @@ def settings_factory(tmp_path_factory: pytest.TempPathFactory):
 
     def make(**overrides) -> Settings:
         overrides.setdefault("index_dir", tmp_path_factory.mktemp("index"))
+        # no papers read in the background: tests damage index files under live apps (test_durability.py), and a
+        # question about a paper not read ahead reads it itself (test_whole_paper.py tests reading ahead)
+        overrides.setdefault("read_papers_ahead", False)
         return Settings(**overrides)
 
     return make

@@ -15,8 +15,9 @@ at start (:meth:`ReadPaper.read_all`).
 When: a fact, number or definition question (not about several papers), over a corpus of at most ``max_documents``
 documents, whose best evidence sentence's paper is abstract-sized
 (:data:`~citerag.service.answering.retrieve.WHOLE_DOCUMENT_CHARS`) and was read whole by the retrieve step. The
-chosen evidence has been shown (the ``evidence`` event) and still decides the judge's close-evidence rule; the
-model's P(yes) over a whole paper has its own bar (:data:`MIN_CONFIDENCE_WHOLE`).
+chosen evidence has been shown (the ``evidence`` event) and still decides the judge's close-evidence rule; the whole
+paper is then sent as the evidence (a second ``evidence`` event, before any answer text), as the judge's second
+look sends what it reads; the model's P(yes) over a whole paper has its own bar (:data:`MIN_CONFIDENCE_WHOLE`).
 
 Measured on the shipped dev set (``eval/results/qa.md``, seventeenth round; ``eval/probes/whole_abstract.py``):
 over single-paper questions the written answer holds the expected string as often as over the chosen sentences
@@ -120,6 +121,7 @@ class ReadPaper:
             return
         state.evidence = [self._scored(item, state.evidence) for item in whole]
         state.read_whole = True
+        state.emit("evidence", state.evidence)  # what the answer is now written from, before any of it
 
     @staticmethod
     def _scored(item: Evidence, chosen: Sequence[Evidence]) -> Evidence:

@@ -147,3 +147,35 @@ def test_the_pipeline_answers_from_the_whole_paper_and_cites_its_sentences_as_ex
     (citation,) = answer.citations
     assert ML[citation.start:citation.end].startswith("LU-KV keeps 90% accuracy")
     assert "read_paper" in answer.timings_ms and [use for use, _ in generator.uses] == ["read"]
+
+
+class Backend:
+    """The two backend calls reading ahead uses: documents in pages, each one's passages."""
+
+    def __init__(self, documents) -> None:  # noqa: ANN001
+        self.docs = documents
+
+    def count(self) -> int:
+        return len(self.docs)
+
+    def documents(self, offset: int = 0, limit: int = 100):  # noqa: ANN201
+        return self.docs[offset:offset + limit]
+
+    def passages_of(self, doc_id: str):  # noqa: ANN201
+        return [r.passage for r in (result(d.doc_id, d.text) for d in self.docs if d.doc_id == doc_id)]
+
+
+def test_reading_ahead_reads_each_abstract_once_and_says_when_it_is_done() -> None:
+    long_paper = result("long", "A full paper. " * 400).document  # over WHOLE_DOCUMENT_CHARS: left to retrieval
+    backend = Backend([result("ml", ML).document, result("gp", ML2).document, long_paper])
+    generator = StateGenerator()
+    step = ReadPaper(generator, backend)
+    assert step.ahead == "not started"
+    assert step.read_all(backend) == 2 and step.ahead == "done" and len(generator.saved) == 2
+    assert step.read_all(backend) == 0 and len(generator.uses) == 2  # already saved: nothing read again
+    # a question about a paper read ahead restores it
+    state = _chosen("What share of memory does LU-KV keep?")
+    step.run(state)
+    assert generator.uses[-1][0] == "restore" and state.read_whole
+    off = ReadPaper(generator, backend, max_documents=0)
+    assert off.read_all(backend) == 0 and off.ahead == "off"
