@@ -396,6 +396,9 @@ class Generator:
         try:
             with urllib.request.urlopen(request, timeout=60) as response:
                 return json.loads(response.read())
+        except urllib.error.HTTPError as exc:  # llama.cpp's reason is in the body
+            reason = exc.read().decode("utf-8", errors="replace")[:500]
+            raise RuntimeError(f"llama.cpp could not {action} the prompt state {name}: {exc} {reason}") from exc
         except (urllib.error.URLError, OSError, ValueError) as exc:
             raise RuntimeError(f"llama.cpp could not {action} the prompt state {name}: {exc}") from exc
 

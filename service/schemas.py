@@ -327,11 +327,11 @@ class Health(BaseModel):
         "not-applicable", description="The full check of the live index version's files (sha256 of each, in the "
         "background after start; the start checked sizes and mtimes as written). failed: the version is refused "
         "(503) until the recovered one is served. not-applicable: the Milvus backend.")
-    papers: Literal["loading", "not started", "reading", "done", "off"] = Field(
+    papers: Literal["loading", "not started", "reading", "done", "failed", "off"] = Field(
         "off", description="Reading the corpus's papers whole ahead of questions (a small corpus: a question about "
-        "one paper is then answered from its saved prompt state): reading, done, or off (a large corpus, or "
-        "whole_paper_documents = 0); loading while the model loads. A question asked while reading is answered the "
-        "same way, only slower.")
+        "one paper is then answered from its saved prompt state): not started (read_papers_ahead off), reading, "
+        "done, failed (see the log), or off (a large corpus, or whole_paper_documents = 0); loading while the model "
+        "loads. A question asked while reading is answered the same way, only slower.")
     decoding: dict[str, Any] = Field(
         default_factory=dict, description="The answering model's decoding once it is loaded: `speculative` (none, "
         "ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod or draft) and its sizes; with `fallback` (why) and "

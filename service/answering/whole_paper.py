@@ -89,8 +89,16 @@ class ReadPaper:
         self.searcher = searcher
         self.max_documents = max_documents
         self.slot = slot
-        #: The papers read ahead (:meth:`read_all`): ``"not started"``, ``"reading"``, ``"done"`` or ``"off"``.
-        self.ahead = "not started"
+        self._ahead = "not started"
+        #: The states llama.cpp could not read or save in this process (a full disk): their papers are answered from
+        #: the chosen sentences without trying again (each try costs a paper's reading, ~3.6 s).
+        self._failed: set[str] = set()
+
+    @property
+    def ahead(self) -> str:
+        """The papers read ahead (:meth:`read_all`): ``"off"`` (not :attr:`enabled`), ``"not started"``,
+        ``"reading"``, ``"done"`` or ``"failed"``."""
+        return self._ahead if self.enabled else "off"
 
     @property
     def enabled(self) -> bool:
@@ -113,11 +121,15 @@ class ReadPaper:
         whole = paper_evidence(document, results)
         if whole is None:
             return
+        name = self.state_name(whole)
+        if name in self._failed:
+            return
         try:
-            self.ready(whole)
+            self.ready(whole, name)
         except RuntimeError:  # llama.cpp could not read or save it (a full disk): the chosen sentences, as before
-            log.warning("reading paper %s whole failed; answering from the chosen sentences", document.doc_id,
-                        exc_info=True)
+            self._failed.add(name)
+            log.warning("reading paper %s whole failed; answering from the chosen sentences (not tried again until "
+                        "the service restarts)", document.doc_id, exc_info=True)
             return
         state.evidence = [self._scored(item, state.evidence) for item in whole]
         state.read_whole = True
@@ -138,14 +150,17 @@ class ReadPaper:
         key = [self.generator.state_identity, evidence_prefix(whole)]
         return f"paper-{hashlib.sha256(json.dumps(key).encode()).hexdigest()[:40]}.bin"
 
-    def ready(self, whole: Sequence[Evidence]) -> None:
-        """Leave the slot holding the prompt's start over ``whole``: restored when saved before, else read and
-        saved.
+    def ready(self, whole: Sequence[Evidence], name: str | None = None) -> None:
+        """Leave the slot holding the prompt's start over ``whole`` (its state ``name``, default
+        :meth:`state_name`): restored when saved before, else read and saved. A state that cannot be restored (a
+        damaged file) is read and saved again. Another question may take the slot before this one's judge and
+        writer do (model calls run one at a time, questions do not): the prompt is then read in full, slower, and
+        llama.cpp's batched arithmetic may differ in its last bits.
 
         Raises:
             RuntimeError: llama.cpp could not read or save it.
         """
-        name = self.state_name(whole)
+        name = name or self.state_name(whole)
         if self.generator.has_state(name) and self.generator.restore_state(name, self.slot):
             return
         self.generator.read_and_save(evidence_prefix(whole), name, self.slot)
@@ -155,13 +170,16 @@ class ReadPaper:
         saved yet, when :attr:`enabled`; returns how many were read. For ``citerag serve``'s start, in a background
         thread: each paper holds the model for ~3.6 s, so a question asked meanwhile waits at most that long."""
         if not self.enabled:
-            self.ahead = "off"
             return 0
-        self.ahead = "reading"
+        self._ahead = "reading"
         try:
-            return self._read_all(backend)
-        finally:
-            self.ahead = "done"
+            read = self._read_all(backend)
+        except Exception:
+            self._ahead = "failed"
+            log.exception("reading the papers ahead stopped; a question about a paper not read reads it")
+            raise
+        self._ahead = "done"
+        return read
 
     def _read_all(self, backend: object) -> int:
         read = 0
@@ -175,13 +193,15 @@ class ReadPaper:
                 results = [(n, SearchResult(n, passage, document, 0.0, None, None))
                            for n, passage in enumerate(passages, start=1)]
                 whole = paper_evidence(document, results)
-                if whole is None or self.generator.has_state(self.state_name(whole)):
+                name = self.state_name(whole) if whole is not None else ""
+                if whole is None or name in self._failed or self.generator.has_state(name):
                     continue
                 try:
-                    self.generator.read_and_save(evidence_prefix(whole), self.state_name(whole), self.slot)
+                    self.generator.read_and_save(evidence_prefix(whole), name, self.slot)
                 except RuntimeError:
-                    log.warning("reading paper %s ahead failed; it is read when asked about", document.doc_id,
-                                exc_info=True)
+                    self._failed.add(name)
+                    log.warning("reading paper %s ahead failed; it is answered from the chosen sentences",
+                                document.doc_id, exc_info=True)
                     continue
                 read += 1
         return read

@@ -111,12 +111,17 @@ def test_without_a_state_directory_nothing_is_read_whole() -> None:
 def test_a_paper_llama_cpp_cannot_save_is_answered_from_the_chosen_sentences() -> None:
     class FullDisk(StateGenerator):
         def read_and_save(self, messages, name, slot=0, fixed=None) -> None:  # noqa: ANN001
+            self.uses.append(("read", name))
             raise RuntimeError("llama.cpp could not save the prompt state: no space left on device")
 
-    state = _chosen("What share of memory does LU-KV keep?")
-    before = list(state.evidence)
-    ReadPaper(FullDisk(), CountingSearcher([], 38)).run(state)
-    assert state.evidence == before and not state.read_whole
+    generator = FullDisk()
+    step = ReadPaper(generator, CountingSearcher([], 38))
+    for _ in range(2):
+        state = _chosen("What share of memory does LU-KV keep?")
+        before = list(state.evidence)
+        step.run(state)
+        assert state.evidence == before and not state.read_whole
+    assert len(generator.uses) == 1  # the failure is remembered: the paper is not read again on every question
 
 
 def test_a_paper_the_question_did_not_read_whole_is_not_read_whole() -> None:
@@ -178,4 +183,4 @@ def test_reading_ahead_reads_each_abstract_once_and_says_when_it_is_done() -> No
     step.run(state)
     assert generator.uses[-1][0] == "restore" and state.read_whole
     off = ReadPaper(generator, backend, max_documents=0)
-    assert off.read_all(backend) == 0 and off.ahead == "off"
+    assert off.ahead == "off" and off.read_all(backend) == 0 and off.ahead == "off"
