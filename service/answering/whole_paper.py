@@ -30,7 +30,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from citerag.index.search import SearchResult
 from citerag.index.types import Document
@@ -77,18 +79,21 @@ class ReadPaper:
         searcher: what retrieved the passages; its ``count()`` (documents) decides ``max_documents``.
         max_documents: the largest corpus whose papers are read whole (0: never).
         slot: the llama.cpp slot the judge and the writer use.
+        keep_states: how many paper states the state directory keeps, the most recently used (default twice
+            ``max_documents``: 128 states, ~2.7 GB at most).
     """
 
     name = "read_paper"
 
     def __init__(self, generator: Generator, searcher: object, max_documents: int = MAX_DOCUMENTS,
-                 slot: int = 0) -> None:
+                 slot: int = 0, keep_states: int | None = None) -> None:
         if max_documents < 0:
             raise ValueError(f"max_documents must be >= 0, got {max_documents}")
         self.generator = generator
         self.searcher = searcher
         self.max_documents = max_documents
         self.slot = slot
+        self.keep_states = 2 * max_documents if keep_states is None else keep_states
         self._ahead = "not started"
         #: The states llama.cpp could not read or save in this process (a full disk): their papers are answered from
         #: the chosen sentences without trying again (each try costs a paper's reading, ~3.6 s).
@@ -162,8 +167,42 @@ class ReadPaper:
         """
         name = name or self.state_name(whole)
         if self.generator.has_state(name) and self.generator.restore_state(name, self.slot):
+            self._touch(name)
             return
+        self._read(whole, name)
+
+    def _read(self, whole: Sequence[Evidence], name: str) -> None:
+        """Read and save the state ``name`` of ``whole``, then prune the state directory (:meth:`_prune`).
+
+        Raises:
+            RuntimeError: llama.cpp could not read or save it.
+        """
         self.generator.read_and_save(evidence_prefix(whole), name, self.slot)
+        self._prune()
+
+    def _touch(self, name: str) -> None:
+        """Mark the state ``name`` as just used (its file's modification time), so pruning keeps it."""
+        try:
+            os.utime(self.generator.state_dir / name)  # type: ignore[operator]
+        except (OSError, TypeError):
+            pass
+
+    def _prune(self) -> None:
+        """Keep only the :attr:`keep_states` most recently used paper states in the state directory: a cache (a
+        pruned paper is read again when asked about), so states of papers no longer indexed, of other corpora or
+        of an earlier model do not pile up (~21 MB each)."""
+        directory = getattr(self.generator, "state_dir", None)
+        if directory is None:
+            return
+
+        def used(path: Path) -> float:
+            try:
+                return path.stat().st_mtime
+            except OSError:
+                return 0.0
+
+        for stale in sorted(Path(directory).glob("paper-*.bin"), key=used, reverse=True)[self.keep_states:]:
+            stale.unlink(missing_ok=True)
 
     def read_all(self, backend: object) -> int:
         """Read and save every abstract-sized paper of ``backend`` (its ``documents()`` and ``passages_of()``) not
@@ -197,7 +236,7 @@ class ReadPaper:
                 if whole is None or name in self._failed or self.generator.has_state(name):
                     continue
                 try:
-                    self.generator.read_and_save(evidence_prefix(whole), name, self.slot)
+                    self._read(whole, name)
                 except RuntimeError:
                     self._failed.add(name)
                     log.warning("reading paper %s ahead failed; it is answered from the chosen sentences",

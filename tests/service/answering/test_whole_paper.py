@@ -184,3 +184,30 @@ def test_reading_ahead_reads_each_abstract_once_and_says_when_it_is_done() -> No
     assert generator.uses[-1][0] == "restore" and state.read_whole
     off = ReadPaper(generator, backend, max_documents=0)
     assert off.ahead == "off" and off.read_all(backend) == 0 and off.ahead == "off"
+
+
+def test_the_state_directory_keeps_the_most_recently_used_states(tmp_path: Path) -> None:
+    import os
+
+    class OnDisk(StateGenerator):
+        def __init__(self) -> None:
+            super().__init__()
+            self.state_dir = tmp_path
+
+        def has_state(self, name: str) -> bool:
+            return (tmp_path / name).is_file()
+
+        def read_and_save(self, messages, name, slot=0, fixed=None) -> None:  # noqa: ANN001
+            (tmp_path / name).write_bytes(b"state")
+            self.uses.append(("read", name))
+
+    for i, old in enumerate(["paper-a.bin", "paper-b.bin", "paper-c.bin"]):  # states of papers no longer indexed
+        (tmp_path / old).write_bytes(b"old")
+        os.utime(tmp_path / old, (1_000_000 + i, 1_000_000 + i))
+    (tmp_path / "notes.txt").write_text("not a paper state")
+    generator = OnDisk()
+    step = ReadPaper(generator, CountingSearcher([], 38), keep_states=2)
+    state = _chosen("What share of memory does LU-KV keep?")
+    step.run(state)
+    (name,) = {n for _, n in generator.uses}
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, "paper-c.bin", "notes.txt"])
