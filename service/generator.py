@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -331,10 +332,11 @@ class Generator:
         with self._lock:
             self._schedule_pin(messages[:self.fixed_messages if fixed is None else fixed], slot)
 
-    @property
+    @functools.cached_property
     def state_identity(self) -> str:
         """What a saved prompt state depends on besides its prompt: the model file (name and size), llama.cpp's
-        version (xllamacpp's) and the KV cache type; part of a state's name, so a changed model reads afresh."""
+        version (xllamacpp's) and the KV cache type; part of a state's name, so a changed model reads afresh. Read
+        once: the loaded model does not change."""
         import xllamacpp
 
         size = self.model_path.stat().st_size
@@ -358,9 +360,7 @@ class Generator:
         with self._lock:
             self._pending.pop(slot, None)
             self._pin_prefix(messages[:fixed], slot)  # always from the pin, so every saved state is read alike
-            response = self._server.handle_chat_completions(
-                {"messages": messages, "max_tokens": 1, "temperature": 0.0, "seed": 0, "cache_prompt": True,
-                 "id_slot": slot})
+            response = self._read_prompt(messages, slot)
             if "error" in response:
                 raise RuntimeError(f"reading the prompt failed: {response['error']}")
             self._slot_action(slot, "save", name)
@@ -442,11 +442,15 @@ class Generator:
         the empty user turn's header in ``slot``'s KV cache. One tiny completion whose prompt shares exactly that
         prefix with every question's prompt (its new tokens are evaluated once; 1 generated). The caller holds the
         lock."""
-        self._server.handle_chat_completions(
-            {"messages": [*prefix, {"role": "user", "content": ""}], "max_tokens": 1, "temperature": 0.0,
-             "seed": 0, "cache_prompt": True, "id_slot": slot}
-        )
+        self._read_prompt([*prefix, {"role": "user", "content": ""}], slot)
         self._pinned.add(slot)
+
+    def _read_prompt(self, messages: list[dict[str, str]], slot: int) -> dict[str, Any]:
+        """One greedy completion of 1 token over ``messages`` in ``slot``, which leaves their prompt in its cache;
+        llama.cpp's response. The caller holds the lock."""
+        return self._server.handle_chat_completions(
+            {"messages": messages, "max_tokens": 1, "temperature": 0.0, "seed": 0, "cache_prompt": True,
+             "id_slot": slot})
 
     def _stream(self, request: dict[str, Any], on_delta: Callable[[str], bool | None]) -> Completion:
         pieces: list[str] = []

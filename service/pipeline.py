@@ -218,15 +218,20 @@ def read_papers_ahead(answerer: AnswerPipeline) -> AnswerPipeline:
     """Start reading the corpus's papers whole in a background thread (:meth:`~citerag.service.answering.
     whole_paper.ReadPaper.read_all`, when the pipeline has that step and the corpus is small enough), so that the
     first question about each paper is as fast as the next; returns ``answerer``."""
-    for step in answerer.components:
-        if isinstance(step, ReadPaper) and answerer.retriever is not None:
-            threading.Thread(target=step.read_all, args=(answerer.retriever,), name="citerag-read-papers",
-                             daemon=True).start()
+    step = _read_paper_step(answerer)
+    if step is not None and answerer.retriever is not None:
+        threading.Thread(target=step.read_all, args=(answerer.retriever,), name="citerag-read-papers",
+                         daemon=True).start()
     return answerer
 
 
 def papers_read_ahead(answerer: AnswerPipeline) -> str:
     """Where reading the papers ahead stands (:attr:`~citerag.service.answering.whole_paper.ReadPaper.ahead`;
     ``"off"`` for a pipeline without that step)."""
-    steps = getattr(answerer, "components", ())
-    return next((step.ahead for step in steps if isinstance(step, ReadPaper)), "off")
+    step = _read_paper_step(answerer)
+    return step.ahead if step is not None else "off"
+
+
+def _read_paper_step(answerer: AnswerPipeline) -> ReadPaper | None:
+    """The pipeline's read-paper step, if it has one."""
+    return next((step for step in getattr(answerer, "components", ()) if isinstance(step, ReadPaper)), None)

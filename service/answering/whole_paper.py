@@ -32,6 +32,7 @@ import json
 import logging
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from citerag.index.search import SearchResult
@@ -147,7 +148,7 @@ class ReadPaper:
         if not overlapping:
             return item
         best = max(overlapping, key=lambda e: e.score)
-        return Evidence(item.n, item.result, item.start, item.end, item.text, best.score, best.dense)
+        return replace(item, score=best.score, dense=best.dense)
 
     def state_name(self, whole: Sequence[Evidence]) -> str:
         """The saved state's file name: a digest of the generator's ``state_identity`` (model, llama.cpp, KV cache
