@@ -6,7 +6,9 @@ no way out, and these steps decide before it.
   use flow matching?") over that paper's sentences; a paper is named when its retrieval share times the model's
   P(yes) reaches :data:`MIN_PAPER_SCORE`. Over the 26 dev which-papers questions (eval/results/qa.md) this named
   the right papers with precision 0.72 and recall 0.81 (every needed paper for 15), against 0.58 / 0.78 (12) for
-  the score ratio alone; the single judgement below then does not run.
+  the score ratio alone; the single judgement below then does not run. Over a small corpus, whose papers are read
+  whole, a paper that passes is judged again over its whole abstract and named on both judgements
+  (:data:`MIN_PAPER_SCORE_WHOLE`).
 
 * Unseen words: a question with a content word that no indexed passage holds (the searcher's ``unseen_terms``:
   "glacier" over ML abstracts) is often about something the corpus does not cover; it is answered only when the
@@ -46,10 +48,16 @@ from citerag.index.tokenize import tokenize
 from citerag.service.answering.choice import choose
 from citerag.service.answering.compose import statement_text
 from citerag.service.answering.evidence import JUDGED_OWN_SCORE_RATIO, Evidence, grouped, own_work_first
-from citerag.service.answering.prompts import DECISION_SLOT, YES_NO_GRAMMAR, judge_messages, paper_messages
+from citerag.service.answering.prompts import (
+    DECISION_SLOT,
+    YES_NO_GRAMMAR,
+    judge_messages,
+    paper_messages,
+    paper_whole_messages,
+)
 from citerag.service.answering.state import AnswerState
 from citerag.service.answering.verify import Describe, paper_statements, states_count
-from citerag.service.answering.whole_paper import MIN_CONFIDENCE_WHOLE
+from citerag.service.answering.whole_paper import MIN_CONFIDENCE_WHOLE, ReadPaper
 from citerag.service.generator import Generator
 
 #: Below this probability that the evidence answers, the service abstains (chosen on three dev sets at once, each
@@ -74,6 +82,12 @@ MIN_VOCABULARY_FOR_UNSEEN = 10_000
 #: model's P(yes) for it reaches this (:class:`JudgePapers`; chosen on the which-papers dev questions:
 #: eval/results/qa.md).
 MIN_PAPER_SCORE = 0.24
+#: Over a small corpus, whose papers are read whole (:class:`~citerag.service.answering.whole_paper.ReadPaper`), a
+#: candidate paper is named when that score times the model's P(yes) over the paper read whole reaches this: two
+#: readings of the paper, its best sentences and its whole abstract. Chosen by paper-level F1 on the 26 dev
+#: which-papers questions (precision / recall 0.693 / 0.650 at the shipped 0.24 -> 0.785 / 0.638); on the 15 held
+#: out 0.786 / 0.767 -> 0.889 / 0.744 (eval/results/qa.md, eighteenth round; ``eval/probes/which_papers_whole.py``).
+MIN_PAPER_SCORE_WHOLE = 0.19
 
 
 class Judge:
@@ -192,7 +206,12 @@ class JudgePapers:
     (``QuestionInfo.polar``: "Does the paper use flow matching?") over that paper's
     sentences, one token in the yes/no slot (:func:`~citerag.service.answering.prompts.paper_messages`), read as
     ``P(yes)``. A paper is named when ``ratio * P(yes) >= min_score``, ``ratio`` being its best sentence's share of
-    the best sentence's score: retrieval's say and the model's together. The evidence becomes each named paper's
+    the best sentence's score: retrieval's say and the model's together. Over a corpus whose papers are read whole
+    (``read_paper`` enabled), a candidate whose score reaches ``min_score_whole`` is asked again over the paper read
+    whole, from its saved state in the answer slot (:func:`~citerag.service.answering.prompts.
+    paper_whole_messages`; ~0.6 s on 2 cores against ~1.0 s for the first), and is named when the score times that
+    P(yes) reaches ``min_score_whole``: a paper whose sentences share the question's words ("unlearning
+    benchmarks") but whose abstract does not do what is asked is told apart. The evidence becomes each named paper's
     best sentence about its own work (emitted again); the answer is those sentences, each paper named
     (``state.papers_judged``: no single judgement, no writing); each is streamed (``"token"``), as compose will
     write it, as soon as its paper is named, so the first paper shows while the others are judged. None named: the
@@ -202,16 +221,34 @@ class JudgePapers:
         generator: the loaded chat model.
         min_score: :data:`MIN_PAPER_SCORE`.
         describe: an unnamed paper's topic phrase (:func:`~citerag.service.answering.verify.named_subjects`).
+        read_paper: the pipeline's read-paper step, which reads a candidate paper whole (``None``: never).
+        min_score_whole: :data:`MIN_PAPER_SCORE_WHOLE`.
     """
 
     name = "judge_papers"
 
     def __init__(
         self, generator: Generator, min_score: float = MIN_PAPER_SCORE, describe: Describe | None = None,
+        read_paper: ReadPaper | None = None, min_score_whole: float = MIN_PAPER_SCORE_WHOLE,
     ) -> None:
         self.generator = generator
         self.min_score = min_score
         self.describe = describe
+        self.read_paper = read_paper
+        self.min_score_whole = min_score_whole
+
+    def passes(self, state: AnswerState, items: list[Evidence], first: float, polar: str) -> bool:
+        """Whether the paper of ``items`` (its evidence sentences) is named, its ``first`` score (``ratio *
+        P(yes)``) known: against ``min_score``, or, when it is read whole, that score times the P(yes) over the
+        paper read whole against ``min_score_whole`` (class docstring); the model time is added to ``state``."""
+        whole = (self.read_paper.read_document(items[0].result.document)
+                 if self.read_paper is not None and first >= self.min_score_whole else None)
+        if whole is None:
+            return first >= self.min_score
+        choice = choose(self.generator, paper_whole_messages(polar, whole), YES_NO_GRAMMAR, ["yes", "no"],
+                        pin=False, slot=self.read_paper.slot)  # type: ignore[union-attr]
+        state.add_model_time(choice.completion.prompt_ms, choice.completion.generate_ms, 1)
+        return first * choice.probabilities["yes"] >= self.min_score_whole
 
     def run(self, state: AnswerState) -> None:
         assert state.info is not None
@@ -228,7 +265,7 @@ class JudgePapers:
                             slot=DECISION_SLOT, fixed=1)
             state.add_model_time(choice.completion.prompt_ms, choice.completion.generate_ms, 1)
             p_yes = choice.probabilities["yes"]
-            if max(item.score for item in items) / best * p_yes >= self.min_score:
+            if self.passes(state, items, max(item.score for item in items) / best * p_yes, polar):
                 shown = own_work_first(sorted(items, key=lambda e: -e.score), JUDGED_OWN_SCORE_RATIO)
                 named.append((shown, p_yes))
                 # the answer's sentence for this paper, as compose will write it, streamed as soon as it is known

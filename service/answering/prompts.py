@@ -13,7 +13,9 @@ after the first question. Then:
   line (:data:`YES_PREFILL`; llama.cpp continues a final assistant message): after the judge only those two
   tokens are new, and the model writes the answer where its "yes" left off;
 * a which-papers question judges each candidate paper in the yes/no slot (:func:`paper_messages`): "Does the
-  paper use flow matching?" over that paper's sentences, one token;
+  paper use flow matching?" over that paper's sentences, one token; over a small corpus, a candidate that passes is
+  judged a second time over the paper read whole, after the saved start of the answer conversation
+  (:func:`paper_whole_messages`);
 * an unnamed paper's topic phrase, for answers about several papers (:func:`topic_messages`), in the yes/no slot;
 * a yes/no question is a conversation of its own, in its own llama.cpp slot (:data:`DECISION_SLOT`), with its own
   short system prompt (:data:`DECISION_SYSTEM`) and no worked examples: the conclusion (:func:`conclusion_messages`,
@@ -160,6 +162,15 @@ def paper_messages(polar: str, evidence: Sequence[Evidence]) -> list[dict[str, s
     :data:`YES_NO_GRAMMAR` (one fixed message: the system prompt)."""
     user = f"Evidence:\n{evidence_block(evidence)}\n\nQuestion: {quoted(polar)}\n\n{PAPER_REQUEST}"
     return [{"role": "system", "content": DECISION_SYSTEM}, {"role": "user", "content": user}]
+
+
+def paper_whole_messages(polar: str, whole: Sequence[Evidence]) -> list[dict[str, str]]:
+    """A which-papers question's second judgement of one candidate paper, over that paper read whole: the answer
+    conversation's start over ``whole`` (:func:`evidence_prefix`: the fixed messages, then the paper's sentences, so
+    its saved state is the read-paper step's), then the question asked of one paper (``polar``) and
+    :data:`PAPER_REQUEST`, answered with one token under :data:`YES_NO_GRAMMAR` in :data:`ANSWER_SLOT`."""
+    *fixed, user = evidence_prefix(whole)
+    return [*fixed, {"role": "user", "content": f"{user['content']}Question: {quoted(polar)}\n\n{PAPER_REQUEST}"}]
 
 
 def topic_messages(opening: str) -> list[dict[str, str]]:

@@ -129,7 +129,8 @@ def evidence_pipeline(
             close_cosine: the components' settings (see each); ``min_confidence`` is also the P(yes) a yes/no
             question's "yes" needs (:data:`~citerag.service.answering.write.MIN_YES`).
         judge_papers: judge each candidate paper of a which-papers question (:class:`~citerag.service.answering.
-            judge.JudgePapers`); off, the papers whose best sentence scores half the best one's are named.
+            judge.JudgePapers`; a second judgement over each passing paper read whole, when the read-paper step
+            is on); off, the papers whose best sentence scores half the best one's are named.
         topics_dir: where unnamed papers' topic phrases are kept (:class:`~citerag.service.answering.topics.Topics`;
             ``None``: in memory only).
         whole_paper_documents: the largest corpus whose papers are read whole (:class:`~citerag.service.answering.
@@ -137,13 +138,14 @@ def evidence_pipeline(
     """
     generator.fixed_messages = FIXED_MESSAGES  # the cache keeps the system prompt and the worked example
     describe = Topics(generator, topics_dir)
+    read_paper = ReadPaper(generator, searcher, whole_paper_documents)
     return AnswerPipeline(
         [
             Analyse(),
             Retrieve(searcher, min_dense_score),
             SelectEvidence(encode, evidence_sentences, judged_papers=judge_papers),
-            *([JudgePapers(generator, describe=describe)] if judge_papers else []),
-            ReadPaper(generator, searcher, whole_paper_documents),
+            *([JudgePapers(generator, describe=describe, read_paper=read_paper)] if judge_papers else []),
+            read_paper,
             Judge(generator, searcher, min_confidence, min_confidence_unseen, second_look, close_cosine),
             Write(generator, max_answer_tokens, min_yes=min_confidence),  # a "yes" needs what every answer needs
             Verify(describe=describe),

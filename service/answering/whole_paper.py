@@ -36,7 +36,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from citerag.index.search import SearchResult
-from citerag.index.types import Document
+from citerag.index.types import Document, Passage
 from citerag.service.answering.evidence import Evidence, sentence_spans
 from citerag.service.answering.prompts import evidence_prefix
 from citerag.service.answering.retrieve import WHOLE_DOCUMENT_CHARS
@@ -69,6 +69,13 @@ def paper_evidence(document: Document, results: Sequence[tuple[int, SearchResult
             return None
         whole.append(Evidence(n, result, start, end, document.text[start:end], 0.0, 0.0))
     return whole or None
+
+
+def stored_paper_evidence(document: Document, passages: Sequence[Passage]) -> list[Evidence] | None:
+    """:func:`paper_evidence` of ``document`` over its stored ``passages`` (a backend's ``passages_of``: all of them,
+    numbered ``1..n``), as :meth:`ReadPaper.read_all` reads it ahead: the same evidence, so the same saved state."""
+    return paper_evidence(document, [(n, SearchResult(n, passage, document, 0.0, None, None))
+                                     for n, passage in enumerate(passages, start=1)])
 
 
 class ReadPaper:
@@ -125,21 +132,40 @@ class ReadPaper:
             return
         results = [(n, r) for n, r in enumerate(state.passages, start=1) if r.document.doc_id == document.doc_id]
         whole = paper_evidence(document, results)
-        if whole is None:
-            return
-        name = self.state_name(whole)
-        if name in self._failed:
-            return
-        try:
-            self.ready(whole, name)
-        except RuntimeError:  # llama.cpp could not read or save it (a full disk): the chosen sentences, as before
-            self._failed.add(name)
-            log.warning("reading paper %s whole failed; answering from the chosen sentences (not tried again until "
-                        "the service restarts)", document.doc_id, exc_info=True)
+        if whole is None or not self._ready_once(whole, document.doc_id):
             return
         state.evidence = [self._scored(item, state.evidence) for item in whole]
         state.read_whole = True
         state.emit("evidence", state.evidence)  # what the answer is now written from, before any of it
+
+    def read_document(self, document: Document) -> list[Evidence] | None:
+        """``document`` read whole, for a which-papers question's second judgement of a candidate paper
+        (:class:`~citerag.service.answering.judge.JudgePapers`): its sentences as evidence, in its order, with the
+        slot holding their prompt's start (:meth:`ready`: restored, or read and saved). ``None`` when papers are
+        not read whole (not :attr:`enabled`), the document is longer than an abstract, the searcher cannot list a
+        document's passages (``passages_of``: a backend's), or its state could not be read or saved (then not
+        tried again in this process)."""
+        passages_of = getattr(self.searcher, "passages_of", None)
+        if not self.enabled or passages_of is None or len(document.text) > WHOLE_DOCUMENT_CHARS:
+            return None
+        whole = stored_paper_evidence(document, passages_of(document.doc_id))
+        return whole if whole is not None and self._ready_once(whole, document.doc_id) else None
+
+    def _ready_once(self, whole: Sequence[Evidence], doc_id: str) -> bool:
+        """:meth:`ready` ``whole``; ``False`` when its state failed to be read or saved, now or before in this
+        process (a full disk: each try costs a paper's reading, ~3.6 s, so it is not tried again until the service
+        restarts; the question is then judged and answered from the chosen sentences, as before)."""
+        name = self.state_name(whole)
+        if name in self._failed:
+            return False
+        try:
+            self.ready(whole, name)
+        except RuntimeError:
+            self._failed.add(name)
+            log.warning("reading paper %s whole failed; answering from the chosen sentences (not tried again until "
+                        "the service restarts)", doc_id, exc_info=True)
+            return False
+        return True
 
     @staticmethod
     def _scored(item: Evidence, chosen: Sequence[Evidence]) -> Evidence:
@@ -229,10 +255,7 @@ class ReadPaper:
             for document in documents:
                 if len(document.text) > WHOLE_DOCUMENT_CHARS:
                     continue
-                passages = backend.passages_of(document.doc_id)  # type: ignore[attr-defined]
-                results = [(n, SearchResult(n, passage, document, 0.0, None, None))
-                           for n, passage in enumerate(passages, start=1)]
-                whole = paper_evidence(document, results)
+                whole = stored_paper_evidence(document, backend.passages_of(document.doc_id))  # type: ignore[attr-defined]
                 name = self.state_name(whole) if whole is not None else ""
                 if whole is None or name in self._failed or self.generator.has_state(name):
                     continue

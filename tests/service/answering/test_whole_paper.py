@@ -211,3 +211,45 @@ def test_the_state_directory_keeps_the_most_recently_used_states(tmp_path: Path)
     step.run(state)
     (name,) = {n for _, n in generator.uses}
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, "paper-c.bin", "notes.txt"])
+
+
+class StoredSearcher(CountingSearcher):
+    """A backend's view of a small corpus: its documents' stored passages (one a document, holding all of it)."""
+
+    def __init__(self, results, documents: int) -> None:  # noqa: ANN001
+        super().__init__(results, documents)
+        self.stored = {r.document.doc_id: [r.passage] for r in results}
+
+    def passages_of(self, doc_id: str):  # noqa: ANN201
+        return self.stored[doc_id]
+
+
+def test_a_which_papers_candidate_that_passes_is_judged_again_over_the_paper_read_whole() -> None:
+    from citerag.service.answering.judge import MIN_PAPER_SCORE_WHOLE, JudgePapers
+    from citerag.service.answering.prompts import DECISION_SYSTEM, SYSTEM, paper_whole_messages
+
+    question = "Which papers propose a method with a lower error or less memory?"
+    passages = [result("ml", ML), result("ml2", ML2, rank=2), result("covid", COVID, rank=3)]
+    generator = StateGenerator(judge=lambda messages: (
+        0.05 if "HIV-1" in messages[-1]["content"]  # covid: no, over its sentences
+        else 0.1 if messages[0]["content"] == SYSTEM and "LU-KV" in messages[-1]["content"]  # ml: no, read whole
+        else 0.9))
+    state = AnswerState(question=question, info=analyse(question), passages=passages)
+    SelectEvidence(HashEmbedder().encode, judged_papers=True).run(state)
+    read_paper = ReadPaper(generator, StoredSearcher(passages, documents=38))
+    JudgePapers(generator, read_paper=read_paper).run(state)
+    whole = [c for c in generator.calls if c["messages"][0]["content"] == SYSTEM]
+    sentences = [c for c in generator.calls if c["messages"][0]["content"] == DECISION_SYSTEM]
+    assert len(sentences) == 3  # every candidate, over its sentences (covid stops there: 0.05 < MIN_PAPER_SCORE_WHOLE)
+    assert [c["slot"] for c in whole] == [0, 0] and len(generator.saved) == 2  # ml and ml2, each read and saved once
+    polar = state.info.polar
+    assert whole[1]["messages"] == paper_whole_messages(polar, read_paper.read_document(passages[1].document))
+    assert whole[1]["messages"][-1]["content"].endswith(f"Question: {polar}\n\nReply yes or no.")
+    # ml passed over its sentences (score >= 0.24) but not over its whole abstract (x 0.1 < MIN_PAPER_SCORE_WHOLE)
+    assert [e.doc_id for e in state.evidence] == ["ml2"] and MIN_PAPER_SCORE_WHOLE < 0.9 * 0.9
+    # the same question over a corpus too large to read whole: one judgement a paper, both ML papers named
+    generator.calls.clear()
+    large = AnswerState(question=question, info=analyse(question), passages=passages)
+    SelectEvidence(HashEmbedder().encode, judged_papers=True).run(large)
+    JudgePapers(generator, read_paper=ReadPaper(generator, StoredSearcher(passages, documents=65))).run(large)
+    assert len(generator.calls) == 3 and [e.doc_id for e in large.evidence] == ["ml", "ml2"]
