@@ -18,7 +18,7 @@ from citerag.index.search import (
 from citerag.index.store import LoadedIndex
 from citerag.index.text import fold
 from citerag.index.tokenize import tokenize, tokenize_folded
-from citerag.index.types import FusionMethod, Hit, Ranking, RetrievalMode
+from citerag.index.types import FusionMethod, Hit, Passage, Ranking, RetrievalMode
 
 
 class Retriever:
@@ -101,6 +101,11 @@ class Retriever:
     def count(self) -> int:
         """How many documents are indexed."""
         return len(self.index.documents)
+
+    def passages_of(self, doc_id: str) -> list[Passage]:
+        """The passages of one document in order (``[]`` for an unknown id), as a backend gives them: the
+        answering steps read an abstract whole through it, whichever of the two they are given."""
+        return self.index.passages_of(doc_id)
 
     @property
     def vocabulary_size(self) -> int:

@@ -185,9 +185,18 @@ def conclusion_messages(info: QuestionInfo, evidence: Sequence[Evidence]) -> lis
     """A yes/no question's first messages: :data:`DECISION_SYSTEM`, then the evidence sentences numbered
     ``[1]..[m]`` inside ``<<< >>>``, the question and :data:`CONCLUSION_REQUEST` (one fixed message: the system
     prompt)."""
+    *system, start = conclusion_prefix(evidence)
+    user = f"{start['content']}Question: {quoted(info.text)}\n\n{CONCLUSION_REQUEST}"
+    return [*system, {"role": "user", "content": user}]
+
+
+def conclusion_prefix(evidence: Sequence[Evidence]) -> list[dict[str, str]]:
+    """What every :func:`conclusion_messages` prompt over ``evidence`` starts with, whatever the question:
+    :data:`DECISION_SYSTEM` and the user turn up to the question (a prompt state saved after it serves every yes/no
+    question over the same evidence)."""
     numbered = "\n".join(f"[{i}] {item.text}" for i, item in enumerate(evidence, start=1))
-    user = f"Evidence:\n<<<\n{quoted(numbered)}\n>>>\n\nQuestion: {quoted(info.text)}\n\n{CONCLUSION_REQUEST}"
-    return [{"role": "system", "content": DECISION_SYSTEM}, {"role": "user", "content": user}]
+    return [{"role": "system", "content": DECISION_SYSTEM},
+            {"role": "user", "content": f"Evidence:\n<<<\n{quoted(numbered)}\n>>>\n\n"}]
 
 
 def decision_messages(conclusion: list[dict[str, str]], written: str) -> list[dict[str, str]]:
