@@ -287,13 +287,15 @@ class Write:
         state.truncated = completion.finish_reason == "length"
         return completion.text.strip()
 
-    def _decide(self, state: AnswerState) -> None:
-        """A yes/no question: the conclusion, then the decision after it, in :data:`DECISION_SLOT` (the system
-        prompt its one fixed message)."""
-        messages = conclusion_messages(state.info, state.evidence)
-        written = self._write(state, messages, pin=False, slot=DECISION_SLOT, fixed=1, echo=True)
+    def _decide(self, state: AnswerState, messages: list[dict[str, str]] | None = None, slot: int = DECISION_SLOT,
+                fixed: int | None = 1) -> None:
+        """A yes/no question: the conclusion (``messages``, default :func:`~citerag.service.answering.prompts.
+        conclusion_messages` over the evidence), then the decision after it, in ``slot`` (default
+        :data:`DECISION_SLOT`, the system prompt its one ``fixed`` message)."""
+        messages = messages or conclusion_messages(state.info, state.evidence)
+        written = self._write(state, messages, pin=False, slot=slot, fixed=fixed, echo=True)
         choice = choose(self.generator, decision_messages(messages, written), DECISION_GRAMMAR, list(DECISIONS),
-                        pin=True, slot=DECISION_SLOT, fixed=1)
+                        pin=True, slot=slot, fixed=fixed)
         state.add_model_time(choice.completion.prompt_ms, choice.completion.generate_ms, 1)
         state.written = without_echo(written)
         state.decision, state.decision_probabilities = choice.best, choice.probabilities
