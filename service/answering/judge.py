@@ -49,6 +49,7 @@ from citerag.service.answering.choice import choose
 from citerag.service.answering.compose import statement_text
 from citerag.service.answering.evidence import JUDGED_OWN_SCORE_RATIO, Evidence, grouped, own_work_first
 from citerag.service.answering.prompts import (
+    ANSWER_SLOT,
     DECISION_SLOT,
     YES_NO_GRAMMAR,
     judge_messages,
@@ -246,7 +247,7 @@ class JudgePapers:
         if whole is None:
             return first >= self.min_score
         choice = choose(self.generator, paper_whole_messages(polar, whole), YES_NO_GRAMMAR, ["yes", "no"],
-                        pin=False, slot=self.read_paper.slot)  # type: ignore[union-attr]
+                        pin=False, slot=ANSWER_SLOT)
         state.add_model_time(choice.completion.prompt_ms, choice.completion.generate_ms, 1)
         return first * choice.probabilities["yes"] >= self.min_score_whole
 

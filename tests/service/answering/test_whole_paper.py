@@ -26,6 +26,7 @@ class StateGenerator(FixedGenerator):
         self.state_dir = Path("states")
         self.state_identity = "fixed.gguf:1:test:f16"
         self.saved: dict[str, list[dict[str, str]]] = {}
+        self.slots: dict[str, tuple[int, int | None]] = {}  # each state's slot and pinned messages
         self.uses: list[tuple[str, str]] = []
 
     def has_state(self, name: str) -> bool:
@@ -33,6 +34,7 @@ class StateGenerator(FixedGenerator):
 
     def read_and_save(self, messages, name, slot=0, fixed=None) -> None:  # noqa: ANN001
         self.saved[name] = messages
+        self.slots[name] = (slot, fixed)
         self.uses.append(("read", name))
 
     def restore_state(self, name, slot=0) -> bool:  # noqa: ANN001
@@ -88,7 +90,6 @@ def test_every_prompt_over_the_paper_starts_with_its_saved_prefix() -> None:
 @pytest.mark.parametrize(
     ("question", "documents", "why"),
     [
-        ("Does LU-KV keep 90% accuracy?", 38, "a yes/no question has its own conversation"),
         ("Which papers propose a new method?", 38, "which-papers questions read each paper's best sentences"),
         ("What share of memory does LU-KV keep?", 65, "a corpus above MAX_DOCUMENTS"),
     ],
@@ -99,6 +100,24 @@ def test_other_questions_and_large_corpora_keep_the_chosen_sentences(question: s
     before = list(state.evidence)
     ReadPaper(generator, CountingSearcher([], documents)).run(state)
     assert state.evidence == before and not state.read_whole and generator.uses == [], why
+
+
+def test_a_yes_no_question_reads_its_paper_whole_in_its_own_conversation() -> None:
+    from citerag.service.answering.prompts import DECISION_SLOT, conclusion_messages, conclusion_prefix
+    from citerag.service.answering.write import Write
+
+    generator = StateGenerator(written="LU-KV keeps 90% accuracy at 10% memory.", decision={"yes": 0.9, "no": 0.1,
+                                                                                              "maybe": 0.0})
+    state = _chosen("Does LU-KV keep 90% accuracy?")
+    ReadPaper(generator, CountingSearcher([], 38)).run(state)
+    assert state.read_whole and [e.text for e in state.evidence][0] == "Long contexts are costly."
+    (name,) = generator.saved
+    assert generator.saved[name] == conclusion_prefix(state.evidence) and generator.slots[name] == (DECISION_SLOT, 1)
+    Write(generator).run(state)
+    conclusion = generator.calls[0]
+    assert conclusion["messages"] == conclusion_messages(state.info, state.evidence)  # starts with the saved prefix
+    assert conclusion["messages"][-1]["content"].startswith(generator.saved[name][-1]["content"])
+    assert (conclusion["slot"], conclusion["fixed"]) == (DECISION_SLOT, 1) and state.decision == "yes"
 
 
 def test_without_a_state_directory_nothing_is_read_whole() -> None:
@@ -176,8 +195,10 @@ def test_reading_ahead_reads_each_abstract_once_and_says_when_it_is_done() -> No
     generator = StateGenerator()
     step = ReadPaper(generator, backend)
     assert step.ahead == "not started"
-    assert step.read_all(backend) == 2 and step.ahead == "done" and len(generator.saved) == 2
-    assert step.read_all(backend) == 0 and len(generator.uses) == 2  # already saved: nothing read again
+    # each abstract in both conversations: the answer's (slot 0) and the yes/no one's (slot 1, its system prompt pinned)
+    assert step.read_all(backend) == 4 and step.ahead == "done" and len(generator.saved) == 4
+    assert sorted(generator.slots.values(), key=str) == [(0, None), (0, None), (1, 1), (1, 1)]
+    assert step.read_all(backend) == 0 and len(generator.uses) == 4  # already saved: nothing read again
     # a question about a paper read ahead restores it
     state = _chosen("What share of memory does LU-KV keep?")
     step.run(state)
