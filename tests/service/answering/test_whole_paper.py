@@ -8,11 +8,13 @@ from pathlib import Path
 import pytest
 
 from citerag.service.answering.evidence import SelectEvidence, sentence_spans
+from citerag.service.answering.compose import Compose
 from citerag.service.answering.judge import Judge
 from citerag.service.answering.prompts import evidence_prefix, judge_messages, writer_messages
 from citerag.service.answering.question import analyse
 from citerag.service.answering.runner import evidence_pipeline
 from citerag.service.answering.state import AnswerState
+from citerag.service.answering.verify import Verify
 from citerag.service.answering.whole_paper import MIN_CONFIDENCE_WHOLE, ReadPaper, paper_evidence
 from tests.conftest import HashEmbedder
 from tests.service.answering.fixed import COVID, ML, ML2, FixedGenerator, FixedSearcher, result
@@ -106,8 +108,8 @@ def test_a_yes_no_question_reads_its_paper_whole_in_its_own_conversation() -> No
     from citerag.service.answering.prompts import DECISION_SLOT, conclusion_messages, conclusion_prefix
     from citerag.service.answering.write import Write
 
-    generator = StateGenerator(written="LU-KV keeps 90% accuracy at 10% memory.", decision={"yes": 0.9, "no": 0.1,
-                                                                                              "maybe": 0.0})
+    written = "LU-KV, a KV cache eviction method, keeps 90% accuracy at 10% memory."
+    generator = StateGenerator(written=written, decision={"yes": 0.9, "no": 0.1, "maybe": 0.0})
     state = _chosen("Does LU-KV keep 90% accuracy?")
     ReadPaper(generator, CountingSearcher([], 38)).run(state)
     assert state.read_whole and [e.text for e in state.evidence][0] == "Long contexts are costly."
@@ -118,6 +120,12 @@ def test_a_yes_no_question_reads_its_paper_whole_in_its_own_conversation() -> No
     assert conclusion["messages"] == conclusion_messages(state.info, state.evidence)  # starts with the saved prefix
     assert conclusion["messages"][-1]["content"].startswith(generator.saved[name][-1]["content"])
     assert (conclusion["slot"], conclusion["fixed"]) == (DECISION_SLOT, 1) and state.decision == "yes"
+    Verify().run(state)
+    Compose().run(state)
+    # the conclusion rests on two sentences of the paper together: it cites those two, not the whole abstract
+    assert state.answer == "Yes. LU-KV, a KV cache eviction method, keeps 90% accuracy at 10% memory [1]."
+    assert [ML[c.start:c.end] for c in state.citations] == [
+        "We propose LU-KV, a KV cache eviction method.", "LU-KV keeps 90% accuracy at 10\\% memory, a $4\\times$ saving."]
 
 
 def test_without_a_state_directory_nothing_is_read_whole() -> None:
