@@ -49,7 +49,6 @@ from citerag.service.answering.choice import choose
 from citerag.service.answering.compose import statement_text
 from citerag.service.answering.evidence import JUDGED_OWN_SCORE_RATIO, Evidence, grouped, own_work_first
 from citerag.service.answering.prompts import (
-    ANSWER_SLOT,
     DECISION_SLOT,
     YES_NO_GRAMMAR,
     judge_messages,
@@ -58,7 +57,7 @@ from citerag.service.answering.prompts import (
 )
 from citerag.service.answering.state import AnswerState
 from citerag.service.answering.verify import Describe, paper_statements, states_count
-from citerag.service.answering.whole_paper import MIN_CONFIDENCE_WHOLE, ReadPaper
+from citerag.service.answering.whole_paper import ANSWER, MIN_CONFIDENCE_WHOLE, ReadPaper
 from citerag.service.generator import Generator
 
 #: Below this probability that the evidence answers, the service abstains (chosen on three dev sets at once, each
@@ -247,7 +246,7 @@ class JudgePapers:
         if whole is None:
             return first >= self.min_score
         choice = choose(self.generator, paper_whole_messages(polar, whole), YES_NO_GRAMMAR, ["yes", "no"],
-                        pin=False, slot=ANSWER_SLOT)
+                        pin=False, slot=ANSWER.slot)
         state.add_model_time(choice.completion.prompt_ms, choice.completion.generate_ms, 1)
         return first * choice.probabilities["yes"] >= self.min_score_whole
 

@@ -52,8 +52,9 @@ from citerag.service.generator import Generator
 
 log = logging.getLogger(__name__)
 
-#: Papers are read whole over a corpus of at most this many documents: each paper's saved state is ~20 MB (64
-#: papers: ~1.3 GB in the cache directory) and reading them all takes ~3.6 s each on 2 cores.
+#: Papers are read whole over a corpus of at most this many documents: each paper's saved states are ~30 MB (the
+#: answer conversation's ~20 MB, the yes/no one's ~10 MB; 64 papers: ~1.9 GB in the cache directory) and reading
+#: them takes ~5.5 s a paper on 2 cores.
 MAX_DOCUMENTS = 64
 
 
