@@ -139,6 +139,10 @@ class Completion:
     draft_accepted: int = 0
 
 
+#: The suffix of the file beside a saved prompt state that records its size in bytes (:meth:`Generator.has_state`).
+STATE_SIZE_SUFFIX = ".size"
+
+
 class Generator:
     """A chat model loaded once per process; calls are serialised (one slot), so concurrent callers queue.
 
@@ -343,8 +347,18 @@ class Generator:
         return f"{self.model_path.name}:{size}:{xllamacpp.__version__}:{self.decoding.cache_type}"
 
     def has_state(self, name: str) -> bool:
-        """Whether a prompt state called ``name`` is saved (:meth:`read_and_save`)."""
-        return self.state_dir is not None and (self.state_dir / name).is_file()
+        """Whether a prompt state called ``name`` is saved whole (:meth:`read_and_save`): its file holds as many
+        bytes as llama.cpp wrote (recorded beside it, ``<name>.size``). llama.cpp aborts the process on restoring a
+        truncated state file (``GGML_ASSERT(nread <= state_size)``, seen for yes/no states), so a file cut short
+        (a full disk, a crash while saving, a damaged copy) or one without its record counts as not saved and is
+        read again."""
+        if self.state_dir is None:
+            return False
+        try:
+            recorded = int((self.state_dir / f"{name}{STATE_SIZE_SUFFIX}").read_text(encoding="ascii"))
+            return (self.state_dir / name).stat().st_size == recorded
+        except (OSError, ValueError):
+            return False
 
     def read_and_save(self, messages: list[dict[str, str]], name: str, slot: int = 0,
                       fixed: int | None = None) -> None:
@@ -363,7 +377,34 @@ class Generator:
             response = self._read_prompt(messages, slot)
             if "error" in response:
                 raise RuntimeError(f"reading the prompt failed: {response['error']}")
-            self._slot_action(slot, "save", name)
+            self._save(slot, name)
+
+    def _save(self, slot: int, name: str) -> None:
+        """Save ``slot``'s state as ``name`` whole or not at all: llama.cpp writes ``<name>.partial``, which is
+        renamed once its size is the bytes llama.cpp reports written, and that size is recorded (``<name>.size``,
+        :meth:`has_state`); a failed save leaves nothing. The caller holds the lock.
+
+        Raises:
+            RuntimeError: llama.cpp refused, or wrote fewer bytes than it reports (a full disk).
+        """
+        assert self.state_dir is not None
+        partial, final = self.state_dir / f"{name}.partial", self.state_dir / name
+        (self.state_dir / f"{name}{STATE_SIZE_SUFFIX}").unlink(missing_ok=True)
+        try:
+            written = self._slot_action(slot, "save", partial.name).get("n_written")
+            size = partial.stat().st_size
+            if written is not None and size != written:
+                raise RuntimeError(f"llama.cpp wrote {size} of {written} bytes of the prompt state {name}")
+            os.replace(partial, final)
+            record = self.state_dir / f"{name}{STATE_SIZE_SUFFIX}.partial"
+            record.write_text(str(size), encoding="ascii")
+            os.replace(record, self.state_dir / f"{name}{STATE_SIZE_SUFFIX}")
+        except OSError as exc:
+            partial.unlink(missing_ok=True)
+            raise RuntimeError(f"saving the prompt state {name} failed: {exc}") from exc
+        except RuntimeError:
+            partial.unlink(missing_ok=True)
+            raise
 
     def restore_state(self, name: str, slot: int = 0) -> bool:
         """Put the saved state ``name`` in ``slot`` (~5 ms for ~20 MB), replacing any pin scheduled for it; ``False``

@@ -450,16 +450,20 @@ class Verify:
             group = tuple(i for i, e in enumerate(evidence) if e.doc_id == doc_id)
             result = context.check(body, group)
             if len(group) > 1 and result.supported(self.min_support):
-                candidates.append((result.coverage - 0.01, self._fewest(body, group, context)))  # one sentence is
-                # the tighter citation
+                # one sentence is the tighter citation
+                candidates.append((result.coverage - 0.01, self._fewest(body, group, context, evidence)))
         return max(candidates)[1] if candidates else None
 
-    def _fewest(self, body: str, group: tuple[int, ...], context: _Context) -> tuple[int, ...]:
+    def _fewest(self, body: str, group: tuple[int, ...], context: _Context,
+                evidence: Sequence[Evidence]) -> tuple[int, ...]:
         """The fewest sentences of ``group`` (one paper's, which together support ``body``) that still do: each
-        sentence is dropped, the one that covers least of ``body`` first, while the rest still support it. A
-        conclusion over a paper read whole cites the sentences it rests on, not all of the abstract."""
+        sentence is dropped while the rest still support it, those the evidence step ranked lowest for the question
+        first (a paper read whole: the sentences it did not choose, score 0), then those that cover least of
+        ``body``. A conclusion over a paper read whole cites the chosen sentences it rests on, not all of the
+        abstract; word coverage alone kept sentences that repeat the question's words and dropped the one that
+        states the finding ("... substantially reducing the tail latency")."""
         kept = list(group)
-        for i in sorted(group, key=lambda i: context.check(body, [i]).coverage):
+        for i in sorted(group, key=lambda i: (evidence[i].score, context.check(body, [i]).coverage)):
             rest = [j for j in kept if j != i]
             if rest and context.check(body, rest).supported(self.min_support):
                 kept = rest

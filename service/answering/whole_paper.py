@@ -48,7 +48,7 @@ from citerag.service.answering.evidence import Evidence, sentence_spans
 from citerag.service.answering.prompts import ANSWER_SLOT, DECISION_SLOT, conclusion_prefix, evidence_prefix
 from citerag.service.answering.retrieve import WHOLE_DOCUMENT_CHARS
 from citerag.service.answering.state import AnswerState
-from citerag.service.generator import Generator
+from citerag.service.generator import STATE_SIZE_SUFFIX, Generator
 
 log = logging.getLogger(__name__)
 
@@ -258,8 +258,12 @@ class ReadPaper:
             except OSError:
                 return 0.0
 
-        for stale in sorted(Path(directory).glob("paper-*.bin"), key=used, reverse=True)[self.keep_states:]:
+        directory = Path(directory)
+        for stale in sorted(directory.glob("paper-*.bin"), key=used, reverse=True)[self.keep_states:]:
             stale.unlink(missing_ok=True)
+        for record in directory.glob(f"paper-*.bin{STATE_SIZE_SUFFIX}"):  # records of states no longer kept
+            if not record.with_name(record.name.removesuffix(STATE_SIZE_SUFFIX)).exists():
+                record.unlink(missing_ok=True)
 
     def read_all(self, backend: object) -> int:
         """Read and save every abstract-sized paper of ``backend`` (its ``documents()`` and ``passages_of()``) in each

@@ -234,12 +234,15 @@ def test_the_state_directory_keeps_the_most_recently_used_states(tmp_path: Path)
         (tmp_path / old).write_bytes(b"old")
         os.utime(tmp_path / old, (1_000_000 + i, 1_000_000 + i))
     (tmp_path / "notes.txt").write_text("not a paper state")
+    for kept_or_not in ("paper-a.bin", "paper-c.bin"):  # the records of their sizes (Generator.has_state)
+        (tmp_path / f"{kept_or_not}.size").write_text("3")
     generator = OnDisk()
     step = ReadPaper(generator, CountingSearcher([], 38), keep_states=2)
     state = _chosen("What share of memory does LU-KV keep?")
     step.run(state)
     (name,) = {n for _, n in generator.uses}
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, "paper-c.bin", "notes.txt"])
+    # the newest states stay, with their size records; a pruned state's record goes with it
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, "paper-c.bin", "paper-c.bin.size", "notes.txt"])
 
 
 class StoredSearcher(CountingSearcher):
