@@ -34,6 +34,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from eval.probes import before_the_model, open_probe
+
 Row = dict[str, Any]
 EVAL = Path(__file__).resolve().parents[1]
 #: The scores compared (each a function of one candidate's row).
@@ -65,7 +67,6 @@ def question_sets() -> dict[str, list[dict[str, Any]]]:
 
 def probe(out: Path) -> None:
     """Write one record a question (``set``, ``qid``, ``polar``, ``needed``, ``rows``) to ``out``."""
-    from citerag.index.lifecycle import ensure_index
     from citerag.service.answering.choice import choose
     from citerag.service.answering.prompts import (
         DECISION_SLOT,
@@ -74,24 +75,15 @@ def probe(out: Path) -> None:
         paper_messages,
         paper_whole_messages,
     )
-    from citerag.service.answering.state import AnswerState
     from citerag.service.answering.whole_paper import ReadPaper
-    from citerag.service.pipeline import index_setup, open_answerer, open_backend
-    from citerag.service.settings import get_settings
 
-    settings = get_settings()
-    backend = open_backend(settings, ensure_index(index_setup(settings), show_progress=False))
-    answerer = open_answerer(settings, backend)
+    settings, answerer = open_probe()
     generator = answerer.generator
     read_paper = next(step for step in answerer.components if isinstance(step, ReadPaper))
     with out.open("w", encoding="utf-8") as sink:
         for name, questions in question_sets().items():
             for q in questions:
-                state = AnswerState(question=q["question"], k=settings.ask_k)
-                for step in answerer.components[:3]:  # analyse, retrieve, select evidence
-                    step.run(state)
-                    if state.abstained:
-                        break
+                state = before_the_model(answerer, q["question"], settings.ask_k)
                 if state.abstained or state.info is None or state.info.polar is None:
                     continue
                 polar = state.info.polar

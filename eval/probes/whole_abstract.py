@@ -34,7 +34,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from citerag.index.lifecycle import ensure_index
 from citerag.index.text import split_sentences
 from citerag.service.answering import prompts
 from citerag.service.answering.choice import choose
@@ -42,14 +41,10 @@ from citerag.service.answering.evidence import Evidence
 from citerag.service.answering.question import QuestionInfo
 from citerag.service.answering.state import AnswerState
 from citerag.service.generator import Generator
-from citerag.service.pipeline import index_setup, open_answerer, open_backend
-from citerag.service.settings import get_settings
 from eval.answers import normalise
+from eval.probes import STEPS_BEFORE_THE_MODEL, open_probe
 from eval.qa import half
 from eval.retrieval import load_devset
-
-STEPS_BEFORE_THE_MODEL = 3  # analyse, retrieve, select evidence
-
 
 def whole_paper(state: AnswerState) -> list[Evidence]:
     """Every sentence of the best evidence sentence's paper, in its order."""
@@ -101,9 +96,7 @@ def judge_and_write(generator: Generator, info: QuestionInfo, evidence: list[Evi
 
 
 def compare(devset: str, which: str, out: str, variants: str = "AB") -> None:
-    settings = get_settings()
-    backend = open_backend(settings, ensure_index(index_setup(settings), show_progress=False))
-    answerer = open_answerer(settings, backend)
+    settings, answerer = open_probe()
     generator = answerer.generator
     assert generator is not None
     with open(out, "w", encoding="utf-8") as sink:
@@ -141,9 +134,7 @@ def compare(devset: str, which: str, out: str, variants: str = "AB") -> None:
 
 def cache_check(questions: list[str]) -> None:
     """Read each question's paper into slot 0, then ask each question (module docstring, ``--cache``)."""
-    settings = get_settings()
-    backend = open_backend(settings, ensure_index(index_setup(settings), show_progress=False))
-    answerer = open_answerer(settings, backend)
+    settings, answerer = open_probe()
     generator = answerer.generator
     assert generator is not None
     papers = []

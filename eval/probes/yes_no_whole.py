@@ -34,6 +34,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from eval.probes import before_the_model, open_probe
+
 EVAL = Path(__file__).resolve().parents[1]
 #: The shipped-corpus question sets that hold yes/no questions.
 SETS = ("seed_questions.jsonl", "fresh_questions.jsonl", "fresh_questions_2.jsonl", "fresh_questions_3.jsonl",
@@ -52,7 +54,6 @@ def questions() -> list[dict[str, Any]]:
 
 def probe(out: Path) -> None:
     """Write one record a question (``qid``, ``expected``, ``A``, ``B``) to ``out``."""
-    from citerag.index.lifecycle import ensure_index
     from citerag.service.answering.prompts import (
         ANSWER_SLOT,
         CONCLUSION_REQUEST,
@@ -64,12 +65,8 @@ def probe(out: Path) -> None:
     from citerag.service.answering.state import AnswerState
     from citerag.service.answering.whole_paper import ReadPaper, paper_evidence
     from citerag.service.answering.write import Write
-    from citerag.service.pipeline import index_setup, open_answerer, open_backend
-    from citerag.service.settings import get_settings
 
-    settings = get_settings()
-    backend = open_backend(settings, ensure_index(index_setup(settings), show_progress=False))
-    answerer = open_answerer(settings, backend)
+    settings, answerer = open_probe()
     generator = answerer.generator
     write = Write(generator, settings.max_answer_tokens, min_yes=settings.min_confidence)
     read_paper = next(step for step in answerer.components if isinstance(step, ReadPaper))
@@ -87,11 +84,7 @@ def probe(out: Path) -> None:
 
     with out.open("w", encoding="utf-8") as sink:
         for q in questions():
-            state = AnswerState(question=q["question"], k=settings.ask_k)
-            for step in answerer.components[:3]:  # analyse, retrieve, select evidence
-                step.run(state)
-                if state.abstained:
-                    break
+            state = before_the_model(answerer, q["question"], settings.ask_k)
             record: dict[str, Any] = {"qid": q["qid"], "question": q["question"], "expected": q["decision"]}
             if state.abstained or state.info is None or state.info.kind != "yes_no":
                 record["skipped"] = state.reason or f"analysed as {state.info and state.info.kind}"
