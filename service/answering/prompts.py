@@ -134,8 +134,15 @@ def judge_messages(info: QuestionInfo, evidence: Sequence[Evidence]) -> list[dic
     kind's instruction (:data:`KIND_INSTRUCTIONS`; a yes/no question, judged but answered in its own conversation,
     has none)."""
     request = " ".join(filter(None, (JUDGE_QUESTION, KIND_INSTRUCTIONS.get(info.kind))))  # yes/no: no answer after
-    user = f"{_evidence_part(evidence)}Question: {quoted(info.text)}\n\n{request}"
-    return [*fixed_messages(), {"role": "user", "content": user}]
+    return _asked(evidence_prefix(evidence), info.text, request)
+
+
+def _asked(start: list[dict[str, str]], question: str, request: str) -> list[dict[str, str]]:
+    """``start`` (a conversation's messages up to the question, its last a user turn) with ``question`` and
+    ``request`` added to that turn: every prompt over some evidence is its start, then ``Question: ...`` and what
+    the model is asked to do, so that a saved start serves every question."""
+    *before, user = start
+    return [*before, {"role": "user", "content": f"{user['content']}Question: {quoted(question)}\n\n{request}"}]
 
 
 def _evidence_part(evidence: Sequence[Evidence]) -> str:
@@ -160,8 +167,8 @@ def paper_messages(polar: str, evidence: Sequence[Evidence]) -> list[dict[str, s
     (:func:`evidence_block`), the question asked of one paper (:func:`~citerag.service.answering.question.
     polar_form`: "Does the paper use flow matching?") and :data:`PAPER_REQUEST`, answered with one token under
     :data:`YES_NO_GRAMMAR` (one fixed message: the system prompt)."""
-    user = f"Evidence:\n{evidence_block(evidence)}\n\nQuestion: {quoted(polar)}\n\n{PAPER_REQUEST}"
-    return [{"role": "system", "content": DECISION_SYSTEM}, {"role": "user", "content": user}]
+    start = [{"role": "system", "content": DECISION_SYSTEM}, {"role": "user", "content": _evidence_part(evidence)}]
+    return _asked(start, polar, PAPER_REQUEST)
 
 
 def paper_whole_messages(polar: str, whole: Sequence[Evidence]) -> list[dict[str, str]]:
@@ -169,8 +176,7 @@ def paper_whole_messages(polar: str, whole: Sequence[Evidence]) -> list[dict[str
     conversation's start over ``whole`` (:func:`evidence_prefix`: the fixed messages, then the paper's sentences, so
     its saved state is the read-paper step's), then the question asked of one paper (``polar``) and
     :data:`PAPER_REQUEST`, answered with one token under :data:`YES_NO_GRAMMAR` in :data:`ANSWER_SLOT`."""
-    *fixed, user = evidence_prefix(whole)
-    return [*fixed, {"role": "user", "content": f"{user['content']}Question: {quoted(polar)}\n\n{PAPER_REQUEST}"}]
+    return _asked(evidence_prefix(whole), polar, PAPER_REQUEST)
 
 
 def topic_messages(opening: str) -> list[dict[str, str]]:
@@ -185,9 +191,7 @@ def conclusion_messages(info: QuestionInfo, evidence: Sequence[Evidence]) -> lis
     """A yes/no question's first messages: :data:`DECISION_SYSTEM`, then the evidence sentences numbered
     ``[1]..[m]`` inside ``<<< >>>``, the question and :data:`CONCLUSION_REQUEST` (one fixed message: the system
     prompt)."""
-    *system, start = conclusion_prefix(evidence)
-    user = f"{start['content']}Question: {quoted(info.text)}\n\n{CONCLUSION_REQUEST}"
-    return [*system, {"role": "user", "content": user}]
+    return _asked(conclusion_prefix(evidence), info.text, CONCLUSION_REQUEST)
 
 
 def conclusion_prefix(evidence: Sequence[Evidence]) -> list[dict[str, str]]:

@@ -290,7 +290,8 @@ class ReadPaper:
             for document in documents:
                 if len(document.text) > WHOLE_DOCUMENT_CHARS:
                     continue
-                whole = stored_paper_evidence(document, backend.passages_of(document.doc_id))  # type: ignore[attr-defined]
+                passages = backend.passages_of(document.doc_id)  # type: ignore[attr-defined]
+                whole = stored_paper_evidence(document, passages)
                 for conversation in CONVERSATIONS if whole is not None else ():
                     name = self.state_name(whole, conversation)
                     if name in self._failed or self.generator.has_state(name):
