@@ -441,29 +441,27 @@ class Verify:
         sentence (or the sentences of one paper) that does best; ``None`` when nothing does."""
         if indexes and context.check(body, indexes).supported(self.min_support):
             return tuple(indexes)
-        candidates: list[tuple[float, tuple[int, ...]]] = []
-        for i in range(len(evidence)):
-            result = context.check(body, [i])
-            if result.supported(self.min_support):
-                candidates.append((result.coverage, (i,)))
+        singles = [context.check(body, [i]) for i in range(len(evidence))]
+        candidates = [(result.coverage, (i,)) for i, result in enumerate(singles) if result.supported(self.min_support)]
         for doc_id in dict.fromkeys(e.doc_id for e in evidence):
             group = tuple(i for i, e in enumerate(evidence) if e.doc_id == doc_id)
             result = context.check(body, group)
             if len(group) > 1 and result.supported(self.min_support):
                 # one sentence is the tighter citation
-                candidates.append((result.coverage - 0.01, self._fewest(body, group, context, evidence)))
+                order = sorted(group, key=lambda i: (evidence[i].score, singles[i].coverage))
+                candidates.append((result.coverage - 0.01, self._fewest(body, order, context)))
         return max(candidates)[1] if candidates else None
 
-    def _fewest(self, body: str, group: tuple[int, ...], context: _Context,
-                evidence: Sequence[Evidence]) -> tuple[int, ...]:
-        """The fewest sentences of ``group`` (one paper's, which together support ``body``) that still do: each
-        sentence is dropped while the rest still support it, those the evidence step ranked lowest for the question
-        first (a paper read whole: the sentences it did not choose, score 0), then those that cover least of
-        ``body``. A conclusion over a paper read whole cites the chosen sentences it rests on, not all of the
-        abstract; word coverage alone kept sentences that repeat the question's words and dropped the one that
-        states the finding ("... substantially reducing the tail latency")."""
-        kept = list(group)
-        for i in sorted(group, key=lambda i: (evidence[i].score, context.check(body, [i]).coverage)):
+    def _fewest(self, body: str, order: Sequence[int], context: _Context) -> tuple[int, ...]:
+        """The fewest sentences of one paper's group (which together support ``body``) that still do: each sentence
+        is dropped, in ``order``, while the rest still support it, returned in evidence order. :meth:`_supporting`
+        orders them by the evidence step's score for the question (a paper read whole: the sentences it did not
+        choose, score 0, first), then by how little of ``body`` each covers. A conclusion over a paper read whole
+        cites the chosen sentences it rests on, not all of the abstract; word coverage alone kept sentences that
+        repeat the question's words and dropped the one that states the finding ("... substantially reducing the
+        tail latency")."""
+        kept = sorted(order)
+        for i in order:
             rest = [j for j in kept if j != i]
             if rest and context.check(body, rest).supported(self.min_support):
                 kept = rest
