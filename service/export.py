@@ -52,12 +52,14 @@ def markdown(response: AskResponse) -> str:
 
 def as_json(response: AskResponse) -> dict[str, Any]:
     """``response`` as the export's JSON object: ``question``, ``question_used``, ``answer`` (readable, with its
-    ``[n]`` markers), ``abstained``, ``reason`` and ``references`` (``n``, ``label``, ``doc_id``, ``quotes``: each
+    ``[n]`` markers), ``decision`` (``"yes"``/``"no"``/``"maybe"`` for a yes/no question, else ``None``),
+    ``abstained``, ``reason`` and ``references`` (``n``, ``label``, ``doc_id``, ``quotes``: each
     ``start``, ``end`` and the stored ``text``)."""
     return {
         "question": response.question,
         "question_used": response.question_used,
         "answer": response.answer_display.text,
+        "decision": response.decision,
         "abstained": response.abstained,
         "reason": response.reason,
         "references": [reference.model_dump() for reference in response.references],

@@ -17,8 +17,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 class BodySizeLimit:
     """ASGI middleware that reads a request body before the app does: over ``max_bytes`` it is refused with 413,
     whether or not it declares its Content-Length (a chunked body is counted as it arrives; nothing past the limit
-    is kept), and a JSON body nested deeper than Python's parser can follow gets a 400 that says so (instead of
-    the framework's "There was an error parsing the body"). The app then receives the body as it came."""
+    is kept), and a JSON body that is not text (invalid UTF-8) or is nested deeper than Python's parser can follow
+    gets a 400 that says so (instead of the framework's "There was an error parsing the body"). The app then receives the body as it came."""
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
@@ -48,8 +48,12 @@ class BodySizeLimit:
             chunks.append(chunk)
             more = message.get("more_body", False)
         body = b"".join(chunks)
+        json_sent = b"json" in headers.get(b"content-type", b"json")
+        if json_sent and not _is_text(body):
+            await _reject(send, 400, "BodyNotText", "request body: not valid UTF-8 text; send the JSON encoded as UTF-8")
+            return
         # only a body with many brackets can nest past the parser: others are not parsed twice
-        if b"json" in headers.get(b"content-type", b"json") and body.count(b"[") + body.count(b"{") > _PARSE_DEPTH:
+        if json_sent and body.count(b"[") + body.count(b"{") > _PARSE_DEPTH:
             try:
                 json.loads(body)
             except RecursionError:
@@ -73,6 +77,16 @@ class BodySizeLimit:
 #: A JSON body with at most this many opening brackets cannot nest deep enough to exhaust Python's parser (its
 #: recursion limit is 1000 frames), so the middleware parses only bodies with more.
 _PARSE_DEPTH = 100
+
+
+def _is_text(body: bytes) -> bool:
+    """Whether a JSON body decodes as text in the encoding :func:`json.detect_encoding` finds (UTF-8, or UTF-16/32
+    by their byte order; RFC 8259 section 8.1), as the framework's parser will decode it."""
+    try:
+        body.decode(json.detect_encoding(body))
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 async def _reject(send: Send, status: int, error: str, detail: str) -> None:

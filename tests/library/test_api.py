@@ -129,8 +129,17 @@ def test_the_export_has_one_numbered_reference_per_cited_passage_quoting_the_sto
     for c in response.citations:
         assert f'"{texts[c.doc_id][c.start:c.end]}"' in lines[[2, 1].index(c.n)]
     assert "\\times$ saving" in markdown  # quoted as stored, LaTeX kept
-    assert json.loads(json.dumps(citerag.service.export.as_json(response)))["references"][0]["quotes"][0]["text"] \
-        == ML[ML.index("LU-KV keeps"):]
+    exported = json.loads(json.dumps(citerag.service.export.as_json(response)))
+    assert exported["references"][0]["quotes"][0]["text"] == ML[ML.index("LU-KV keeps"):]
+    assert exported["decision"] is None  # not a yes/no question
+
+
+def test_the_export_carries_a_yes_no_decision() -> None:
+    lu = result("lu", ML, rank=1)
+    answer = Answer("Does LU-KV save memory?", "Yes. LU-KV keeps 90% accuracy at 10% memory [1].", False, "",
+                    [Citation(1, lu, ML.index("LU-KV keeps"), len(ML))], [lu], decision="yes")
+    exported = citerag.service.export.as_json(AskResponse.of(answer))
+    assert exported["decision"] == "yes" and exported["answer"].startswith("Yes. LU-KV")
 
 
 def _readme_example() -> str:

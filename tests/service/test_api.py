@@ -173,6 +173,17 @@ class TestBadInput:
             assert response.status_code == 400, path
             assert response.json()["error"] == "BodyTooDeep" and "nested too deeply" in response.json()["detail"]
 
+    def test_a_body_that_is_not_utf8_is_a_400_that_says_so(self, api_client) -> None:
+        for path in ("/search", "/ask", "/v1/chat/completions", "/documents"):
+            response = api_client.post(path, content=b'{"question": "\xff\xfe LU-KV"}',
+                                       headers={"content-type": "application/json"})
+            assert response.status_code == 400, path
+            assert response.json() == {"detail": "request body: not valid UTF-8 text; send the JSON encoded as UTF-8",
+                                       "error": "BodyNotText"}
+        utf16 = api_client.post("/search", content='{"query": "LU-KV"}'.encode("utf-16"),
+                                headers={"content-type": "application/json"})
+        assert utf16.status_code == 200  # RFC 8259 JSON in UTF-16 with its byte order mark is still text
+
     def test_an_unexpected_error_is_a_json_500_with_the_request_id_counted_in_metrics(
         self, api_client, monkeypatch: pytest.MonkeyPatch
     ) -> None:
