@@ -3,7 +3,7 @@
 FastAPI 0.165's own ``max_body_size`` (Starlette's ``RequestBodyLimitMiddleware``) refuses oversized bodies too,
 but as ``{"detail": "Content Too Large"}`` without the ``error`` field (plain text when the app does not read the
 body) and with no depth check; this one answers in the API's error format and turns a JSON body nested past the
-parser's recursion limit into a 400.
+parser's recursion limit, or one that is not UTF-8 text, into a 400.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ class BodySizeLimit:
     """ASGI middleware that reads a request body before the app does: over ``max_bytes`` it is refused with 413,
     whether or not it declares its Content-Length (a chunked body is counted as it arrives; nothing past the limit
     is kept), and a JSON body that is not text (invalid UTF-8) or is nested deeper than Python's parser can follow
-    gets a 400 that says so (instead of the framework's "There was an error parsing the body"). The app then receives the body as it came."""
+    gets a 400 that says so (instead of the framework's "There was an error parsing the body"). The app then
+    receives the body as it came."""
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
@@ -50,7 +51,8 @@ class BodySizeLimit:
         body = b"".join(chunks)
         json_sent = b"json" in headers.get(b"content-type", b"json")
         if json_sent and not _is_text(body):
-            await _reject(send, 400, "BodyNotText", "request body: not valid UTF-8 text; send the JSON encoded as UTF-8")
+            await _reject(send, 400, "BodyNotText",
+                          "request body: not valid UTF-8 text; send the JSON encoded as UTF-8")
             return
         # only a body with many brackets can nest past the parser: others are not parsed twice
         if json_sent and body.count(b"[") + body.count(b"{") > _PARSE_DEPTH:
