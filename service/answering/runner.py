@@ -147,7 +147,8 @@ def evidence_pipeline(
             *([JudgePapers(generator, describe=describe, read_paper=read_paper)] if judge_papers else []),
             read_paper,
             Judge(generator, searcher, min_confidence, min_confidence_unseen, second_look, close_cosine),
-            Write(generator, max_answer_tokens, min_yes=min_confidence),  # a "yes" needs what every answer needs
+            # a "yes" needs what every answer needs; over a large corpus a yes/no question's paper is read whole too
+            Write(generator, max_answer_tokens, min_yes=min_confidence, second_reading=read_paper.second_reading),
             Verify(describe=describe),
             Compose(),
         ],

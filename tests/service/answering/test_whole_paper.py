@@ -128,6 +128,60 @@ def test_a_yes_no_question_reads_its_paper_whole_in_its_own_conversation() -> No
         "We propose LU-KV, a KV cache eviction method.", "LU-KV keeps 90% accuracy at 10\\% memory, a $4\\times$ saving."]
 
 
+class TwoReadings(StateGenerator):
+    """A state generator whose successive yes/no decisions have the probabilities ``tables``, in order."""
+
+    def __init__(self, tables: list[dict[str, float]], **kwargs) -> None:  # noqa: ANN003
+        super().__init__(**kwargs)
+        self.tables = list(tables)
+
+    def chat(self, messages, max_tokens, on_delta=None, grammar=None, **kwargs):  # noqa: ANN001, ANN003, ANN201
+        if grammar is not None and "maybe" in grammar:
+            self.decision = self.tables.pop(0)
+        return super().chat(messages, max_tokens, on_delta=on_delta, grammar=grammar, **kwargs)
+
+
+def test_over_a_large_corpus_a_yes_no_decision_averages_the_chosen_sentences_and_the_paper_read_whole() -> None:
+    from citerag.service.answering.prompts import DECISION_SLOT, conclusion_messages, conclusion_prefix
+    from citerag.service.answering.write import Write
+
+    written = "LU-KV keeps 90% accuracy at 10% memory [2]."
+    chosen_reading, whole_reading = {"yes": 0.40, "no": 0.55, "maybe": 0.05}, {"yes": 0.96, "no": 0.03, "maybe": 0.01}
+    generator = TwoReadings([chosen_reading, whole_reading], written=written)
+    step = ReadPaper(generator, CountingSearcher([], documents=65))  # above MAX_DOCUMENTS: not read whole up front
+    events: list[str] = []
+    state = _chosen("Does LU-KV keep 90% accuracy?")
+    state.on_event = lambda kind, payload: events.append(kind) and False
+    chosen = list(state.evidence)
+    step.run(state)
+    assert state.evidence == chosen and not state.read_whole
+    Write(generator, second_reading=step.second_reading).run(state)
+    conclusions = [call for call in generator.calls if call["grammar"] is None]
+    whole = paper_evidence(state.passages[0].document, [(1, state.passages[0])])
+    assert [call["messages"] for call in conclusions] == [conclusion_messages(state.info, chosen),
+                                                          conclusion_messages(state.info, whole)]
+    (name,) = generator.saved  # the paper's yes/no conversation, saved in its slot as over a small corpus
+    assert generator.saved[name] == conclusion_prefix(whole) and generator.slots[name] == (DECISION_SLOT, 1)
+    # the mean of the two readings decides (P(yes) 0.68 >= 0.65); the chosen sentences' reading alone said "no"
+    assert state.decision == "yes" and state.decision_probabilities == pytest.approx(
+        {"yes": 0.68, "no": 0.29, "maybe": 0.03})
+    # only the first reading is the answer: streamed once, over the evidence shown, which stays the chosen sentences
+    assert events.count("token") == len(range(0, len(written), 3)) and state.evidence == chosen
+    assert state.written == written
+
+
+def test_over_a_small_corpus_one_reading_of_the_paper_read_whole_decides() -> None:
+    from citerag.service.answering.write import Write
+
+    generator = TwoReadings([{"yes": 0.9, "no": 0.1, "maybe": 0.0}], written="LU-KV keeps 90% accuracy [2].")
+    step = ReadPaper(generator, CountingSearcher([], documents=38))
+    state = _chosen("Does LU-KV keep 90% accuracy?")
+    step.run(state)
+    assert state.read_whole and step.second_reading(state) is None
+    Write(generator, second_reading=step.second_reading).run(state)
+    assert [call["grammar"] is None for call in generator.calls] == [True, False] and state.decision == "yes"
+
+
 def test_without_a_state_directory_nothing_is_read_whole() -> None:
     state = _chosen("What share of memory does LU-KV keep?")
     before = list(state.evidence)
