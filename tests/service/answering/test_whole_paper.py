@@ -131,13 +131,16 @@ def test_a_yes_no_question_reads_its_paper_whole_in_its_own_conversation() -> No
 class TwoReadings(StateGenerator):
     """A state generator whose successive yes/no decisions have the probabilities ``tables``, in order."""
 
-    def __init__(self, tables: list[dict[str, float]], **kwargs) -> None:  # noqa: ANN003
+    def __init__(self, tables: list[dict[str, float]], texts: list[str] | None = None,
+                 **kwargs) -> None:  # noqa: ANN003
         super().__init__(**kwargs)
-        self.tables = list(tables)
+        self.tables, self.texts = list(tables), list(texts or [])
 
     def chat(self, messages, max_tokens, on_delta=None, grammar=None, **kwargs):  # noqa: ANN001, ANN003, ANN201
         if grammar is not None and "maybe" in grammar:
             self.decision = self.tables.pop(0)
+        elif grammar is None and self.texts:
+            self.written = self.texts.pop(0)
         return super().chat(messages, max_tokens, on_delta=on_delta, grammar=grammar, **kwargs)
 
 
@@ -168,6 +171,18 @@ def test_over_a_large_corpus_a_yes_no_decision_averages_the_chosen_sentences_and
     # only the first reading is the answer: streamed once, over the evidence shown, which stays the chosen sentences
     assert events.count("token") == len(range(0, len(written), 3)) and state.evidence == chosen
     assert state.written == written
+
+
+def test_a_second_reading_whose_conclusion_denies_the_question_makes_the_answer_no() -> None:
+    from citerag.service.answering.write import Write
+
+    first, second = "LU-KV keeps 90% accuracy at 10% memory [2].", "LU-KV does not keep 90% accuracy."
+    sure = {"yes": 0.9, "no": 0.08, "maybe": 0.02}
+    generator = TwoReadings([sure, sure], texts=[first, second])
+    step = ReadPaper(generator, CountingSearcher([], documents=65))
+    state = _chosen("Does LU-KV keep 90% accuracy?")
+    Write(generator, second_reading=step.second_reading).run(state)
+    assert state.decision == "no" and state.written == first  # the shown conclusion is the first reading's
 
 
 def test_over_a_small_corpus_one_reading_of_the_paper_read_whole_decides() -> None:
