@@ -13,7 +13,9 @@ its paper was read before; only the time differs. ``citerag serve`` reads the co
 at start (:meth:`ReadPaper.read_all`).
 
 A yes/no question's own conversation (:func:`~citerag.service.answering.prompts.conclusion_prefix`: its system
-prompt, then the evidence) is read and saved the same way, in its own slot (:data:`YES_NO`; ~10 MB a state).
+prompt, then the evidence) is read and saved the same way, in its own slot (:data:`YES_NO`; ~10 MB a state). Over a
+larger corpus a yes/no question's paper is read whole too, on the spot, for a second, silent reading of its decision
+(:meth:`ReadPaper.second_reading`; :class:`~citerag.service.answering.write.Write`).
 
 When: a fact, number, definition or yes/no question (not about several papers), over a corpus of at most
 ``max_documents`` documents, whose best evidence sentence's paper is abstract-sized
