@@ -139,8 +139,8 @@ class Settings(BaseSettings):
         64, ge=0, description="Over a corpus of at most this many documents, a question about one paper is answered "
         "over that paper read whole, from prompt states saved once per paper in cache_dir/paper-states (~30 MB "
         "a paper; `citerag serve` reads them at start): ~1.5 s faster per answer. Over a larger corpus a yes/no "
-        "question's paper is read whole for a second reading of its decision (~5 s more). 0: never read whole "
-        "(eval/results/qa.md).",
+        "question's paper is read whole for a second reading of its decision (an estimated 4-5 s more). 0: never "
+        "read whole (eval/results/qa.md).",
     )
     read_papers_ahead: bool = Field(
         True, description="`citerag serve` reads the corpus's papers whole in the background once the model is "

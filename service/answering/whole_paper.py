@@ -149,6 +149,13 @@ class ReadPaper:
         return (getattr(self.generator, "state_dir", None) is not None and self.max_documents > 0 and callable(count)
                 and count() <= self.max_documents)
 
+    def _large_corpus(self) -> bool:
+        """Whether papers can be read whole (a ``state_dir``, ``max_documents`` above 0) but this corpus's are not
+        read whole up front: its ``count()`` is above ``max_documents``."""
+        count = getattr(self.searcher, "count", None)
+        return (getattr(self.generator, "state_dir", None) is not None and self.max_documents > 0 and callable(count)
+                and count() > self.max_documents)
+
     def run(self, state: AnswerState) -> None:
         assert state.info is not None
         info = state.info
@@ -179,8 +186,7 @@ class ReadPaper:
         """
         assert state.info is not None
         if (state.info.kind != "yes_no" or state.info.several_papers or state.papers_judged or not state.evidence
-                or state.read_whole or self.enabled or self.max_documents == 0
-                or getattr(self.generator, "state_dir", None) is None):
+                or state.read_whole or not self._large_corpus()):
             return None
         return self._best_paper(state, YES_NO)
 

@@ -21,7 +21,7 @@ whole (:meth:`~citerag.service.answering.whole_paper.ReadPaper.second_reading`);
 the two probability tables (an ensemble of two views, as self-consistency averages several samples: Wang et al. 2023,
 ICLR). On PubMedQA dev100 each reading alone is right on 62 and the mean on 66 (as built, 64); held out (test100)
 61 -> 67; the ML dev set's yes/no questions 12 of 14 each way (``eval/results/qa.md``, twentieth round). It costs
-the paper's reading, ~5 s on 2 cores. Over a small corpus the paper read whole is the evidence already (its state
+the paper's reading, an estimated 4-5 s on 2 cores (not timed alone). Over a small corpus the paper read whole is the evidence already (its state
 saved ahead), and one reading decides, within the yes/no time budget.
 """
 
@@ -317,7 +317,7 @@ class Write:
         state.written = without_echo(written)
         probabilities = self._decision(state, messages, written, slot, fixed)
         denied = denies(state.written, state.info.text)
-        whole = self.second_reading(state) if self.second_reading is not None else None
+        whole = self.second_reading(state) if self.second_reading is not None and not state.stopped else None
         if whole is not None:  # the paper read whole, silently: its conclusion, its decision
             second = conclusion_messages(state.info, whole)
             completion = self.generator.chat(second, max_tokens=self.max_tokens, pin=False, slot=DECISION_SLOT,

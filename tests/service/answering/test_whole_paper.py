@@ -3,6 +3,7 @@ and how the paper's saved prompt state is used (the real model: ``test_answering
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -183,6 +184,53 @@ def test_a_second_reading_whose_conclusion_denies_the_question_makes_the_answer_
     state = _chosen("Does LU-KV keep 90% accuracy?")
     Write(generator, second_reading=step.second_reading).run(state)
     assert state.decision == "no" and state.written == first  # the shown conclusion is the first reading's
+
+
+def test_the_second_reading_runs_in_the_yes_no_slot_and_a_mean_under_the_yes_bar_is_not_yes() -> None:
+    from citerag.service.answering.prompts import DECISION_SLOT
+    from citerag.service.answering.write import Write
+
+    # the whole paper says yes, the chosen sentences no: mean P(yes) 0.575 < 0.65, so the likelier of no and maybe
+    generator = TwoReadings([{"yes": 0.3, "no": 0.6, "maybe": 0.1}, {"yes": 0.85, "no": 0.1, "maybe": 0.05}],
+                            written="LU-KV keeps 90% accuracy at 10% memory [2].")
+    step = ReadPaper(generator, CountingSearcher([], documents=65))
+    state = _chosen("Does LU-KV keep 90% accuracy?")
+    Write(generator, second_reading=step.second_reading).run(state)
+    assert state.decision == "no" and state.decision_probabilities["yes"] == pytest.approx(0.575)
+    # conclusion (kept cached), decision (pinned after), then the same over the paper read whole, all in one slot
+    assert [(c["slot"], c["fixed"], c["pin"]) for c in generator.calls] == [(DECISION_SLOT, 1, False),
+                                                                          (DECISION_SLOT, 1, True)] * 2
+
+
+def test_the_whole_papers_evidence_denying_the_question_makes_the_answer_no() -> None:
+    from citerag.service.answering.write import Write
+
+    # the chosen sentences do not hold the denial; the paper read whole does ("... adds no extra memory.")
+    sure = {"yes": 0.9, "no": 0.08, "maybe": 0.02}
+    generator = TwoReadings([sure, sure], written="LU-KV keeps 90% accuracy [2].")
+    step = ReadPaper(generator, CountingSearcher([], documents=65))
+    state = _chosen("Does LU-KV keep 90% accuracy at 10% memory?")
+    whole = step.second_reading(state)
+    assert whole is not None
+    question = "Does LU-KV keep 90% accuracy at 10% memory?"
+    denial = "LU-KV does not keep 90% accuracy at 10% memory."
+    assert Write._denying(state, state.evidence) is None  # noqa: SLF001
+    denied = [replace(whole[0], text=denial), *whole[1:]]
+    Write(generator, second_reading=lambda _: denied).run(state)
+    assert state.info.text == question and state.decision == "no" and state.written == "LU-KV keeps 90% accuracy [2]."
+
+
+def test_no_second_reading_once_the_listener_has_stopped_or_without_a_state_directory() -> None:
+    from citerag.service.answering.write import Write
+
+    sure = {"yes": 0.9, "no": 0.08, "maybe": 0.02}
+    generator = TwoReadings([sure], written="LU-KV keeps 90% accuracy [2].")
+    asked: list[AnswerState] = []
+    state = _chosen("Does LU-KV keep 90% accuracy?")
+    state.stopped = True
+    Write(generator, second_reading=lambda s: asked.append(s) or None).run(state)
+    assert asked == [] and len(generator.calls) == 2
+    assert ReadPaper(FixedGenerator(), CountingSearcher([], 65)).second_reading(_chosen("Does LU-KV keep 90%?")) is None
 
 
 def test_over_a_small_corpus_one_reading_of_the_paper_read_whole_decides() -> None:
