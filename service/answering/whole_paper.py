@@ -145,16 +145,22 @@ class ReadPaper:
     @property
     def enabled(self) -> bool:
         """Whether this corpus's papers are read whole: states can be saved and the corpus is small enough."""
-        count = getattr(self.searcher, "count", None)
-        return (getattr(self.generator, "state_dir", None) is not None and self.max_documents > 0 and callable(count)
-                and count() <= self.max_documents)
+        documents = self._documents()
+        return documents is not None and documents <= self.max_documents
 
     def _large_corpus(self) -> bool:
-        """Whether papers can be read whole (a ``state_dir``, ``max_documents`` above 0) but this corpus's are not
-        read whole up front: its ``count()`` is above ``max_documents``."""
+        """Whether papers can be read whole but this corpus's are not read whole up front: more than
+        ``max_documents`` documents."""
+        documents = self._documents()
+        return documents is not None and documents > self.max_documents
+
+    def _documents(self) -> int | None:
+        """The corpus's document count (the searcher's ``count()``) when papers can be read whole at all (the
+        generator has a ``state_dir``, ``max_documents`` is above 0); ``None`` otherwise or when it cannot count."""
         count = getattr(self.searcher, "count", None)
-        return (getattr(self.generator, "state_dir", None) is not None and self.max_documents > 0 and callable(count)
-                and count() > self.max_documents)
+        if getattr(self.generator, "state_dir", None) is None or self.max_documents == 0 or not callable(count):
+            return None
+        return count()
 
     def run(self, state: AnswerState) -> None:
         assert state.info is not None

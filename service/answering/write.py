@@ -21,8 +21,8 @@ whole (:meth:`~citerag.service.answering.whole_paper.ReadPaper.second_reading`);
 the two probability tables (an ensemble of two views, as self-consistency averages several samples: Wang et al. 2023,
 ICLR). On PubMedQA dev100 each reading alone is right on 62 and the mean on 66 (as built, 64); held out (test100)
 61 -> 67; the ML dev set's yes/no questions 12 of 14 each way (``eval/results/qa.md``, twentieth round). It costs
-the paper's reading, an estimated 4-5 s on 2 cores (not timed alone). Over a small corpus the paper read whole is the evidence already (its state
-saved ahead), and one reading decides, within the yes/no time budget.
+the paper's reading, an estimated 4-5 s on 2 cores (not timed alone). Over a small corpus the paper read whole is
+the evidence already (its state saved ahead), and one reading decides, within the yes/no time budget.
 """
 
 from __future__ import annotations
@@ -323,9 +323,10 @@ class Write:
             completion = self.generator.chat(second, max_tokens=self.max_tokens, pin=False, slot=DECISION_SLOT,
                                              fixed=1)
             state.add_model_time(completion.prompt_ms, completion.generate_ms, completion.completion_tokens)
-            other = self._decision(state, second, completion.text.strip(), DECISION_SLOT, 1)
+            concluded = completion.text.strip()
+            other = self._decision(state, second, concluded, DECISION_SLOT, 1)
             probabilities = {d: (probabilities[d] + other[d]) / 2 for d in DECISIONS}
-            denied = (denied or denies(without_echo(completion.text.strip()), state.info.text)
+            denied = (denied or denies(without_echo(concluded), state.info.text)
                       or self._denying(state, whole) is not None)
         state.decision_probabilities = probabilities
         state.decision = max(DECISIONS, key=lambda d: probabilities[d])

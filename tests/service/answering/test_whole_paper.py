@@ -205,7 +205,7 @@ def test_the_second_reading_runs_in_the_yes_no_slot_and_a_mean_under_the_yes_bar
 def test_the_whole_papers_evidence_denying_the_question_makes_the_answer_no() -> None:
     from citerag.service.answering.write import Write
 
-    # the chosen sentences do not hold the denial; the paper read whole does ("... adds no extra memory.")
+    # the chosen sentences do not hold the denial; the paper read whole does (its first sentence, replaced here)
     sure = {"yes": 0.9, "no": 0.08, "maybe": 0.02}
     generator = TwoReadings([sure, sure], written="LU-KV keeps 90% accuracy [2].")
     step = ReadPaper(generator, CountingSearcher([], documents=65))
