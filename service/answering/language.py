@@ -78,6 +78,9 @@ DENIAL = re.compile(
     re.IGNORECASE,
 )
 
+#: A hedge: the statement after it is held possible, not true ("X may reduce Y", "it is unclear whether ...").
+HEDGE = re.compile(r"\b(?:may|might|could|possibly|perhaps|unclear|uncertain|whether)\b", re.IGNORECASE)
+
 #: BM25 stems (:func:`~citerag.index.tokenize.tokenize`) that state one claim: a requirement ("Does X need Y?" is
 #: denied by "Y is not required").
 SAME_CLAIM_STEMS = {"requir": "need", "necessari": "need"}

@@ -79,6 +79,12 @@ KIND_INSTRUCTIONS = {
     "number": "If yes, answer in one sentence with the number and its unit.",
     "fact": "If yes, answer in one sentence.",
 }
+#: What the judge's line adds for a question that asks what X is and more of it ("What is X, and what ...?":
+#: :func:`~citerag.service.answering.question.asks_more`), whatever its kind.
+#: ``{subject}``: the thing asked about. Of 10 such questions written for it (5 over the shipped abstracts, 5 over the
+#: ML abstracts), the answer said what X is and answered the rest for 7, against 4 with the fact instruction
+#: (eval/results/qa.md, twenty-first round).
+DEFINITION_AND_INSTRUCTION = "If yes, first say what {subject} is, then answer the rest of the question."
 
 _EXAMPLE_EVIDENCE = (
     "Evidence:\nPaper: HydroGraph\n"
@@ -131,9 +137,11 @@ def fixed_messages() -> list[dict[str, str]]:
 
 def judge_messages(info: QuestionInfo, evidence: Sequence[Evidence]) -> list[dict[str, str]]:
     """The judge's messages: the fixed messages, then the evidence, the question, :data:`JUDGE_QUESTION` and the
-    kind's instruction (:data:`KIND_INSTRUCTIONS`; a yes/no question, judged but answered in its own conversation,
-    has none)."""
-    request = " ".join(filter(None, (JUDGE_QUESTION, KIND_INSTRUCTIONS.get(info.kind))))  # yes/no: no answer after
+    kind's instruction (:data:`KIND_INSTRUCTIONS`, or :data:`DEFINITION_AND_INSTRUCTION` when it asks what X is
+    and more of it; a yes/no question, judged but answered in its own conversation, has none)."""
+    instruction = DEFINITION_AND_INSTRUCTION.format(subject=info.subject) \
+        if info.subject and info.kind in ("fact", "number") else KIND_INSTRUCTIONS.get(info.kind)  # yes/no: none
+    request = " ".join(filter(None, (JUDGE_QUESTION, instruction)))
     return _asked(evidence_prefix(evidence), info.text, request)
 
 

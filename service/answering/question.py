@@ -10,7 +10,8 @@ Kinds (checked in this order):
   each ...?"), or asks about two or more things it names, joined by "and" / "or" ("What do Harmonic-NAS and
   AutoCoG optimise?");
 * ``number``: it asks for a quantity or a date ("How many ...", "What percentage ...", "When ...");
-* ``definition``: "What is X?" / "What are X?" with nothing more asked, or "What does X stand for?";
+* ``definition``: "What is X?" / "What are X?" with nothing more asked, or "What does X stand for?" ("What is X, and
+  what/how ...?" asks more: its kind is the rest's, and its answer says what X is first, :func:`asks_more`);
 * ``fact``: anything else.
 """
 
@@ -54,9 +55,11 @@ _WHICH_PAPERS = re.compile(
 )
 _ONE_PAPER = re.compile(r"^\s*(?:(?:in|from) )?which (?:paper|abstract|work|study|article)\b", re.IGNORECASE)
 # "compared with ..." qualifies a figure ("... lower the error rate compared with earlier work?"): only "compare",
-# "comparison", "differ", "versus" or "A and B each" ask to compare.
-_COMPARE = re.compile(r"\b(?:compares?|comparison|differ(?:s|ence|ences)?|versus|vs\.?)\b|\band\b[^?]*\beach\b",
-                      re.IGNORECASE)
+# "comparison", "differ", "versus" or "A and B each" ask to compare; "each" after a preposition ("What is HELIX and
+# what does it assign to each feature?") is one thing's.
+_PREPOSITIONS = ("to", "for", "in", "of", "on", "per", "at", "by", "with", "from")
+_COMPARE = re.compile(r"\b(?:compares?|comparison|differ(?:s|ence|ences)?|versus|vs\.?)\b|\band\b[^?]*"
+                      + "".join(rf"(?<!\b{p} )" for p in _PREPOSITIONS) + r"\beach\b", re.IGNORECASE)
 # Quantity questions: "how" + a degree word, or "what/which" + a generic measure noun ("what percentage"), the noun
 # perhaps qualified by up to three words that name no thing: quantity adjectives ("maximum"), words with a digit
 # or a hyphen ("top-1", "exact-match") and acronyms ("MoE"): "What top-1 accuracy ...", "What maximum MoE speedup".
@@ -80,6 +83,15 @@ _COUNTED = re.compile(
 # A closing aside in parentheses that says which thing is meant: "Polaris (the taxonomy expansion method)".
 _ASIDE = re.compile(r"\s+\([^()]*\)$")
 _DEFINITION = re.compile(r"^\s*what (?:is|are) (?:an? |the )?(?P<subject>[^?,;]{1,80}?)\s*\??\s*$", re.IGNORECASE)
+# "What is the Platonic Transformer, and what symmetry does it respect?", "What is Polaris and is it supervised?":
+# X is defined, then a second question (a wh-word then an auxiliary, or an auxiliary then a pronoun) asks more of
+# it; "What is the gap between A and what B reports?" asks one thing.
+_AUX = "|".join(AUXILIARIES)
+_DEFINITION_AND = re.compile(
+    rf"^\s*what (?:is|are) (?:an? |the )?(?P<subject>[^?,;]{{1,80}}?),?\s+and\s+"
+    rf"(?:(?:{'|'.join(WH_WORDS)})\b[^?]*?\b(?:{_AUX})|(?:{_AUX})\s+(?:it|they|its|this|these))\b",
+    re.IGNORECASE,
+)
 # "What does GGF stand for (in ...)?", "What is ASMC short for?": the long form of an abbreviation is asked.
 _EXPANSION = re.compile(r"^\s*what (?:does|do|is|are) \S+(?: \S+){0,2}\s+(?:stand|stands|short) for\b", re.IGNORECASE)
 
@@ -270,6 +282,8 @@ def question_kind(question: str, names: Sequence[str] = ()) -> QuestionKind:
     'comparison'
     >>> question_kind("By how much does BML cut the time, compared with a parameter server?", ["BML"])
     'number'
+    >>> question_kind("What is HELIX and what does it assign to each feature?", ["HELIX"])
+    'fact'
     """
     if is_yes_no(question):
         return "yes_no"
@@ -281,7 +295,8 @@ def question_kind(question: str, names: Sequence[str] = ()) -> QuestionKind:
         return "number"
     if _EXPANSION.match(question):
         return "definition"
-    if _DEFINITION.match(question) and not _WH_WORD.search(_DEFINITION.match(question).group("subject")):
+    if _DEFINITION.match(question) and not _WH_WORD.search(_DEFINITION.match(question).group("subject")) \
+            and not asks_more(question):
         return "definition"
     return "fact"
 
@@ -321,19 +336,35 @@ def asked_class(question: str) -> str | None:
 
 def defined_subject(question: str) -> str | None:
     """What a "What is X?" question asks to define (``X``, without its article and without a closing aside in
-    parentheses, which says which X is meant), or ``None`` for other questions.
+    parentheses, which says which X is meant), also when it asks more of X after "and" ("What is X, and what/how
+    ...?": :func:`asks_more`), or ``None`` for other questions.
 
     >>> defined_subject("What is Polaris?"), defined_subject("What is the Platonic Transformer?")
     ('Polaris', 'Platonic Transformer')
     >>> defined_subject("What is Polaris (the taxonomy expansion method)?"), defined_subject("What is SE(3)?")
     ('Polaris', 'SE(3)')
-    >>> defined_subject("How fast is ASMC?") is None
-    True
+    >>> defined_subject("What is the Platonic Transformer and what symmetry does it respect?")
+    'Platonic Transformer'
+    >>> defined_subject("How fast is ASMC?"), defined_subject("What is the gap between A and what B reports?")
+    (None, None)
     """
-    match = _DEFINITION.match(question)
+    match = _DEFINITION_AND.match(question) or _DEFINITION.match(question)
     if match is None or _WH_WORD.search(match.group("subject")):
         return None
     return _ASIDE.sub("", match.group("subject")) or match.group("subject")
+
+
+def asks_more(question: str) -> bool:
+    """Whether ``question`` asks what X is and then more of it ("What is X, and what/how ...?", "What is X, and is
+    it ...?"): its answer says what X is, then answers the rest.
+
+    >>> asks_more("What is the Platonic Transformer and what symmetry does it respect?"), asks_more("What is X?")
+    (True, False)
+    >>> asks_more("What is Polaris and is it supervised?"), asks_more("What are HELIX and Polaris?")
+    (True, False)
+    """
+    match = _DEFINITION_AND.match(question)
+    return match is not None and not _WH_WORD.search(match.group("subject"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,7 +387,8 @@ class QuestionInfo:
             answer states a number.
         polar: a which-papers question in the plural asked of one paper (:func:`polar_form`: "Does the paper use
             flow matching?"), else ``None``.
-        subject: what a "What is X?" question asks to define (:func:`defined_subject`), else ``None``.
+        subject: what a "What is X?" question asks to define (:func:`defined_subject`; also "What is X, and what
+            ...?", :func:`asks_more`), else ``None``.
         asked_for: the class of what a "What/Which <noun> ...?" question asks for (:func:`asked_class`:
             "architecture"), else ``None``.
     """

@@ -12,7 +12,9 @@ decision lifted accuracy from 0.41 to 0.56; asked to open with the decision, the
 question of the dev sets (``eval/results/qa.md``). The echo of the request ("The abstract's results conclude that
 ...") is cut from the conclusion (:func:`without_echo`); the answer then opens with the decision (compose). A "yes"
 after a conclusion that denies the question's main verb is read as "no" (:func:`denies`), and so is one the model
-gives at P(yes) below :data:`MIN_YES` (the likelier of "no" and "maybe" then).
+gives at P(yes) below :data:`MIN_YES` (the likelier of "no" and "maybe" then), unless every conclusion states the
+question as true, every one of its words, with no negation or hedge (:func:`affirms`: "... can drop activation
+functions entirely" for "Can vision backbones drop activation functions entirely?", at P(yes) 0.64).
 
 Two readings of the evidence: over a corpus whose papers are not read whole up front (more than
 :data:`~citerag.service.answering.whole_paper.MAX_DOCUMENTS` documents), the conclusion and decision over the chosen
@@ -36,7 +38,7 @@ from citerag.service.answering.choice import choose
 from citerag.service.answering.evidence import Evidence, holds
 from citerag.index.text import readable
 from citerag.index.tokenize import tokenize
-from citerag.service.answering.language import DENIAL, NEGATION_CUE, SAME_CLAIM_STEMS
+from citerag.service.answering.language import DENIAL, HEDGE, NEGATION_CUE, SAME_CLAIM_STEMS
 from citerag.service.answering.names import paper_label
 from citerag.service.answering.prompts import (
     ANSWER_SLOT,
@@ -122,6 +124,34 @@ def denies(conclusion: str, question: str) -> bool:
     (False, False)
     """
     return bool(DENIAL.search(conclusion)) and not DENIAL.search(question)
+
+
+def affirms(conclusion: str, question: str, asked: set[str]) -> bool:
+    """Whether ``conclusion`` states what a yes/no ``question`` asks as true: it holds every content term of the
+    question (``asked``, BM25 tokens; a term also in a longer word, :data:`DENIAL_PREFIX_CHARS`), and it negates
+    (:data:`~citerag.service.answering.language.NEGATION_CUE`, :data:`~citerag.service.answering.language.DENIAL`)
+    and hedges (:data:`~citerag.service.answering.language.HEDGE`: "may", "unclear") nothing the question does not.
+    The counterpart of :func:`denies`: the conclusion is a sentence the model writes, the better reading when its
+    one-word decision is unsure.
+
+    >>> asked = {"vision", "backbon", "drop", "activ", "function", "entir"}
+    >>> question = "Can vision backbones drop activation functions entirely?"
+    >>> affirms("The abstract concludes that vision backbones can drop activation functions entirely.", question, asked)
+    True
+    >>> affirms("Vision backbones cannot drop activation functions entirely.", question, asked)
+    False
+    >>> affirms("Vision backbones may drop activation functions entirely.", question, asked)
+    False
+    >>> affirms("Vision backbones can drop activation functions.", question, asked)  # not "entirely"
+    False
+    """
+    if not asked:
+        return False
+    for cue in (NEGATION_CUE, DENIAL, HEDGE):
+        if cue.search(conclusion) and not cue.search(question):
+            return False
+    tokens = set(tokenize(conclusion))
+    return all(holds(term, tokens, DENIAL_PREFIX_CHARS) for term in asked)
 
 
 #: Question terms a negated scope must hold to deny the question: one shared word ("no significant change in
@@ -317,6 +347,8 @@ class Write:
         state.written = without_echo(written)
         probabilities = self._decision(state, messages, written, slot, fixed)
         denied = denies(state.written, state.info.text)
+        asked = {token for _, token in state.info.terms}
+        affirmed = affirms(state.written, state.info.text, asked)
         whole = self.second_reading(state) if self.second_reading is not None and not state.stopped else None
         if whole is not None:  # the paper read whole, silently: its conclusion, its decision
             second = conclusion_messages(state.info, whole)
@@ -328,9 +360,11 @@ class Write:
             probabilities = {d: (probabilities[d] + other[d]) / 2 for d in DECISIONS}
             denied = (denied or denies(without_echo(concluded), state.info.text)
                       or self._denying(state, whole) is not None)
+            affirmed = affirmed and affirms(without_echo(concluded), state.info.text, asked)
         state.decision_probabilities = probabilities
         state.decision = max(DECISIONS, key=lambda d: probabilities[d])
-        if state.decision == "yes" and probabilities["yes"] < self.min_yes:  # a yes the model is unsure of
+        if state.decision == "yes" and probabilities["yes"] < self.min_yes and not affirmed:
+            # a yes the model is unsure of, which no conclusion of its own states outright
             state.decision = max(("no", "maybe"), key=lambda d: probabilities[d])
         if state.decision == "yes" and denied:
             state.decision = "no"  # a conclusion says no: "... does not need to know which strategies ..."

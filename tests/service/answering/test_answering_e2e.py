@@ -91,6 +91,7 @@ def test_pubmedqa_answers_open_with_a_decision_and_cite_the_abstract(answer_with
 
 EDEN, ASMC, GP_EQUIFLOW = "426b26a7dd0533a9", "3d6f9c05b6ef9454", "0e4a7d0dfa0b289b"
 DATA_ASSIMILATION = "cf25fabafb7cca5f"  # an abstract that coins no name
+POLYNEXT = "706f584dbdba20fc"
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +122,8 @@ def _checked(answer, kind: str, expected: list[str], cited: set[str]) -> None:
         ("What does GP-EquiFlow use to construct its prior distributions?", "fact", ["Gaussian process"], {GP_EQUIFLOW}),
         ("How many parameters does the largest metagenomic foundation model have?", "number", ["28 billion"], {EDEN}),
         ("What is ASMC?", "definition", ["Sequential Monte Carlo"], {ASMC}),
+        # what it is, then the rest
+        ("What is ASMC and what does it resample?", "fact", ["ASMC is a", "KV caches"], {ASMC}),
     ],
 )
 def test_one_question_of_each_kind(shipped, question: str, kind: str, expected: list[str], cited: set[str]) -> None:
@@ -130,6 +133,13 @@ def test_one_question_of_each_kind(shipped, question: str, kind: str, expected: 
 def test_a_yes_no_answer_opens_with_its_decision_and_says_why(shipped) -> None:
     answer = shipped.ask("Does GP-EquiFlow build its priors from Gaussian processes?")
     _checked(answer, "yes_no", ["Gaussian process"], {GP_EQUIFLOW})
+    assert answer.decision == "yes" and answer.answer.startswith("Yes")
+
+
+def test_a_yes_the_model_is_unsure_of_stands_when_its_conclusion_states_it(shipped) -> None:
+    # the model's P(yes) is just under the bar; its conclusion says they can, and the evidence says why
+    answer = shipped.ask("Can vision backbones drop activation functions entirely?")
+    _checked(answer, "yes_no", ["not required"], {POLYNEXT})
     assert answer.decision == "yes" and answer.answer.startswith("Yes")
 
 

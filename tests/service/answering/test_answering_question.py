@@ -48,10 +48,21 @@ def test_yes_no_questions(question: str, yes_no: bool) -> None:
      ("When was the study conducted?", "number"),
      ("What is the Platonic Transformer?", "definition"),
      ("What is the Platonic Transformer and what symmetry does it respect?", "fact"),
+     ("What is HELIX and what does it assign to each feature?", "fact"),  # "each" of one thing: no comparison
+     ("How do HELIX and Polaris each assign features?", "comparison"),
      ("Which virus causes COVID-19?", "fact")],
 )
 def test_question_kinds(question: str, kind: str) -> None:
     assert question_kind(question, question_names(question)) == kind
+
+
+def test_what_is_x_and_more_asks_what_x_is_and_the_rest() -> None:
+    info = analyse("What is the Platonic Transformer, and what symmetry does it respect?")
+    assert (info.kind, info.subject) == ("fact", "Platonic Transformer")
+    # a second "what" inside the thing asked about, with no clause of its own, is one question
+    assert analyse("What is the gap between XR-1 and what GP-EquiFlow reports?").subject is None
+    info = analyse("What is Polaris and is it supervised?")  # a yes/no question asked of it
+    assert (info.kind, info.subject) == ("fact", "Polaris")
 
 
 def test_which_papers_is_a_question_about_papers_not_any_which() -> None:

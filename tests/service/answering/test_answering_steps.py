@@ -54,6 +54,13 @@ def test_the_writer_prompt_extends_the_judge_prompt() -> None:
     assert "LU-KV" not in " ".join(m["content"] for m in judge[:FIXED_MESSAGES])  # the examples are invented
 
 
+def test_a_question_that_asks_what_x_is_and_more_is_told_to_say_what_x_is_first() -> None:
+    state = _state("What is LU-KV, and how much memory does it keep?", [result("ml", ML)])
+    assert state.info.kind == "number" and state.info.subject == "LU-KV"
+    assert judge_messages(state.info, state.evidence)[-1]["content"].endswith(
+        f"{JUDGE_QUESTION} If yes, first say what LU-KV is, then answer the rest of the question.")
+
+
 # --- judge ---------------------------------------------------------------------------------------------------------
 
 def test_the_judge_abstains_below_the_threshold_and_keeps_its_prefix_cached() -> None:
@@ -234,6 +241,24 @@ def test_a_yes_below_the_bar_is_the_likelier_of_no_and_maybe() -> None:
     assert state.decision == "yes"
     with pytest.raises(ValueError, match="min_yes"):
         Write(FixedGenerator(), min_yes=1.2)
+
+
+def test_an_unsure_yes_stands_when_the_conclusion_states_the_question_as_true() -> None:
+    question = "Does telephone counseling raise mammography use?"
+    unsure = {"yes": 0.63, "no": 0.34, "maybe": 0.03}
+    decided = {}
+    for name, conclusion in [("restated", "The abstract concludes that telephone counseling raises mammography use."),
+                             ("hedged", "Telephone counseling may raise mammography use."),
+                             ("negated", "Telephone counseling does not raise mammography use."),
+                             ("partial", "Telephone counseling raises use.")]:
+        state = _state(question, [result("pubmed", PUBMED)])
+        Write(FixedGenerator(conclusion, decision=unsure)).run(state)
+        decided[name] = state.decision
+    assert decided == {"restated": "yes", "hedged": "no", "negated": "no", "partial": "no"}
+    state = _state(question, [result("pubmed", PUBMED)])  # the likelier answer is still the model's
+    Write(FixedGenerator("Telephone counseling raises mammography use.",
+                         decision={"yes": 0.40, "no": 0.45, "maybe": 0.15})).run(state)
+    assert state.decision == "no"
 
 
 def test_a_yes_needs_the_confidence_every_answer_needs() -> None:

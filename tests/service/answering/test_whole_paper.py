@@ -190,9 +190,10 @@ def test_the_second_reading_runs_in_the_yes_no_slot_and_a_mean_under_the_yes_bar
     from citerag.service.answering.prompts import DECISION_SLOT
     from citerag.service.answering.write import Write
 
-    # the whole paper says yes, the chosen sentences no: mean P(yes) 0.575 < 0.65, so the likelier of no and maybe
+    # the whole paper says yes, the chosen sentences no: mean P(yes) 0.575 < 0.65, and no conclusion restates the
+    # question as true, so the likelier of no and maybe
     generator = TwoReadings([{"yes": 0.3, "no": 0.6, "maybe": 0.1}, {"yes": 0.85, "no": 0.1, "maybe": 0.05}],
-                            written="LU-KV keeps 90% accuracy at 10% memory [2].")
+                            written="LU-KV loses little at 10% memory [2].")
     step = ReadPaper(generator, CountingSearcher([], documents=65))
     state = _chosen("Does LU-KV keep 90% accuracy?")
     Write(generator, second_reading=step.second_reading).run(state)
