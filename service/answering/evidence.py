@@ -577,9 +577,10 @@ def _stating(kind: str, names: Sequence[str], subject: str | None = None, questi
     """What a sentence must do to state what a question of ``kind`` naming ``names`` asks for, when evidence needs
     one such sentence. A quantity is stated with a number, not one the ``question`` states ("How much faster than
     Gibbs et al. (2025) ...?"); an abbreviation asked about ("What does GGF stand for?", "What is ASMC?") is defined
-    by its long form (:func:`~citerag.service.answering.names.long_form`), and the ``subject`` of "What is X?" by
-    the sentence that says what it is (:func:`introduces`). A fact asked by its class has its own rule
-    (:meth:`SelectEvidence._with_class`). ``None``: no such need."""
+    by its long form (:func:`~citerag.service.answering.names.long_form`), and the ``subject`` of "What is X?" (or
+    of "What is X, and what ...?", a fact asked more of it) by the sentence that says what it is
+    (:func:`introduces`). A fact asked by its class has its own rule (:meth:`SelectEvidence._with_class`).
+    ``None``: no such need."""
     from citerag.service.answering.names import long_form
 
     if kind == "number":  # a number the question states itself ("than Gibbs et al. (2025)") answers nothing
@@ -587,4 +588,6 @@ def _stating(kind: str, names: Sequence[str], subject: str | None = None, questi
         return lambda text: bool(_DIGIT.search(asked.sub(" ", text)))
     if kind == "definition" and (names or subject):
         return lambda text: any(long_form(name, text) for name in names) or bool(subject and introduces(subject, text))
+    if subject:  # "What is X, and what ...?": what X is, whatever the rest asks
+        return lambda text: introduces(subject, text)
     return None

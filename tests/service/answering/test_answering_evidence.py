@@ -184,6 +184,16 @@ def test_a_name_asked_about_gets_the_sentence_that_says_what_it_is() -> None:
         "Polaris then combines local constraints and global regularization for Polaris."]
 
 
+def test_a_question_asking_what_x_is_and_more_gets_the_sentence_that_says_what_x_is() -> None:
+    text = ("Taxonomy expansion places new concepts under parents. We introduce **Polaris**, a polar hyperspherical "
+            "embedding framework. Polaris then combines local constraints and global regularization for Polaris.")
+    state = _selected("What is Polaris and what does it combine?", [result("ml", text)], sentences=1)
+    assert (state.info.kind, state.info.subject) == ("fact", "Polaris")
+    assert [e.text for e in state.evidence] == [  # the best sentence for the rest, and what Polaris is
+        "We introduce **Polaris**, a polar hyperspherical embedding framework.",
+        "Polaris then combines local constraints and global regularization for Polaris."]
+
+
 def test_a_question_asking_for_a_thing_by_its_class_gets_a_sentence_that_names_one() -> None:
     # "What base model architecture ...?" asks for a name of an architecture: the sentences that share the most
     # words with the question name none ("a dual-view architecture" is a description, not a name)
