@@ -197,7 +197,7 @@ class Judge:
         if unseen_terms is None or getattr(self.searcher, "vocabulary_size", 0) < MIN_VOCABULARY_FOR_UNSEEN:
             return []
         assert state.info is not None
-        unseen = set(unseen_terms([token for _, token in state.info.terms]))
+        unseen = set(unseen_terms(list(state.info.tokens)))
         return [word for word, token in state.info.terms if token in unseen]
 
 

@@ -295,8 +295,7 @@ def question_kind(question: str, names: Sequence[str] = ()) -> QuestionKind:
         return "number"
     if _EXPANSION.match(question):
         return "definition"
-    if _DEFINITION.match(question) and not _WH_WORD.search(_DEFINITION.match(question).group("subject")) \
-            and not asks_more(question):
+    if (defined := _defined(question)) is not None and defined.re is _DEFINITION:  # nothing more asked
         return "definition"
     return "fact"
 
@@ -348,10 +347,8 @@ def defined_subject(question: str) -> str | None:
     >>> defined_subject("How fast is ASMC?"), defined_subject("What is the gap between A and what B reports?")
     (None, None)
     """
-    match = _DEFINITION_AND.match(question) or _DEFINITION.match(question)
-    if match is None or _WH_WORD.search(match.group("subject")):
-        return None
-    return _ASIDE.sub("", match.group("subject")) or match.group("subject")
+    match = _defined(question)
+    return None if match is None else _ASIDE.sub("", match.group("subject")) or match.group("subject")
 
 
 def asks_more(question: str) -> bool:
@@ -363,8 +360,16 @@ def asks_more(question: str) -> bool:
     >>> asks_more("What is Polaris and is it supervised?"), asks_more("What are HELIX and Polaris?")
     (True, False)
     """
-    match = _DEFINITION_AND.match(question)
-    return match is not None and not _WH_WORD.search(match.group("subject"))
+    match = _defined(question)
+    return match is not None and match.re is _DEFINITION_AND
+
+
+def _defined(question: str) -> re.Match[str] | None:
+    """The match of "What is X, and ...?" (:data:`_DEFINITION_AND`), else of "What is X?" (:data:`_DEFINITION`),
+    whose subject ``X`` holds no wh-word ("What is the gap between A and what B reports?" defines nothing); else
+    ``None``."""
+    match = _DEFINITION_AND.match(question) or _DEFINITION.match(question)
+    return None if match is None or _WH_WORD.search(match.group("subject")) else match
 
 
 @dataclass(frozen=True, slots=True)
@@ -406,6 +411,11 @@ class QuestionInfo:
     polar: str | None = None
     subject: str | None = None
     asked_for: str | None = None
+
+    @property
+    def tokens(self) -> tuple[str, ...]:
+        """The BM25 tokens of its content words (:attr:`terms`), in order."""
+        return tuple(token for _, token in self.terms)
 
     @property
     def several_papers(self) -> bool:

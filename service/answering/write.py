@@ -347,7 +347,7 @@ class Write:
         state.written = without_echo(written)
         probabilities = self._decision(state, messages, written, slot, fixed)
         denied = denies(state.written, state.info.text)
-        asked = {token for _, token in state.info.terms}
+        asked = set(state.info.tokens)
         affirmed = affirms(state.written, state.info.text, asked)
         whole = self.second_reading(state) if self.second_reading is not None and not state.stopped else None
         if whole is not None:  # the paper read whole, silently: its conclusion, its decision
@@ -387,6 +387,6 @@ class Write:
     def _denying(state: AnswerState, evidence: Sequence[Evidence]) -> int | None:
         """:func:`denying_evidence` of ``state``'s question over ``evidence``."""
         assert state.info is not None
-        return denying_evidence(state.info.text, {token for _, token in state.info.terms},
+        return denying_evidence(state.info.text, set(state.info.tokens),
                                 [readable(item.text) for item in evidence],
                                 [paper_label(item.result.document) for item in evidence])
