@@ -128,6 +128,28 @@ def names_in(text: str) -> list[str]:
     return [candidate for candidate in _COINED.findall(fold(text)) if _own_part(candidate)]
 
 
+#: A sentence's opening proper name: two or more capitalised words, after an optional "The" ("Autoregressive
+#: Metropolis Hastings is ...", "The Platonic Transformer respects ..."), or one name-shaped token ("GRPO reaches ...").
+_LEADING_NAME = re.compile(r"^(?:[Tt]he\s+)?(?P<name>[A-Z][\w-]*(?:\s+[A-Z][\w-]*)+|[\w-]+)(?=[\s,(])")
+
+
+def leading_name(sentence: str) -> str | None:
+    """The proper name ``sentence`` opens with, which English makes its subject: two or more capitalised words or
+    one name-shaped token (:func:`names_in`); ``None`` for a sentence that opens otherwise (a single capitalised
+    word, a function word, a pronoun).
+
+    >>> leading_name("Autoregressive Metropolis Hastings is inherently serial"), leading_name("GRPO reaches 50%")
+    ('Autoregressive Metropolis Hastings', 'GRPO')
+    >>> leading_name("On MATH500 at the same budget, ASMC attains 80.6%"), leading_name("Deployment is the bottleneck")
+    (None, None)
+    """
+    match = _LEADING_NAME.match(fold(sentence).strip())
+    if match is None or match["name"].split()[0].lower() in FUNCTION_WORDS:
+        return None
+    name = match["name"]
+    return name if " " in name or names_in(name) == [name] else None
+
+
 def names_of_class(noun: str, text: str, asked: Sequence[str] = (), adjacent: bool = True) -> bool:
     """Whether ``text`` names a thing of the class ``noun`` (singular or plural) that is not among the names
     ``asked``: a name-shaped token right before the noun in either number ("on the OLMoE-1B-7B architecture", "the

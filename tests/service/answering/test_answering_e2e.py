@@ -157,6 +157,19 @@ def test_a_which_papers_answer_names_each_paper(shipped) -> None:
     assert [kind for kind, _ in events][-1] == "evidence"
 
 
+def test_a_follow_up_gets_the_papers_own_figure_not_its_baselines(shipped) -> None:
+    from citerag.service.conversation import Turn
+
+    # the web-page follow-up: rewritten "What latency does Sequential Monte Carlo reach on MATH500?", it was
+    # answered with the baseline's p95 = 1318s, stated in the abstract's background sentence about Autoregressive
+    # Metropolis Hastings; ASMC's own sentence gives 73.7s
+    first = "Which papers use Sequential Monte Carlo, and for what?"
+    answer = shipped.ask("What latency does it reach on MATH500?",
+                         history=[Turn("user", first), Turn("assistant", "ASMC ... [2].", (ASMC,))])
+    _checked(answer, "fact", ["73.7"], {ASMC})
+    assert "1318" not in answer.answer
+
+
 def test_a_comparison_names_both_sides(shipped) -> None:
     answer = shipped.ask("How does mSGD compare with Adam in how momentum is set?")
     _checked(answer, "comparison", ["mSGD"], set())
