@@ -514,7 +514,8 @@ class Verify:
         but one of the same paper that states a figure of its own: "Sequential Monte Carlo reaches p95 = 1318s"
         (the baseline's, Autoregressive Metropolis Hastings') is replaced by "On MATH500 ..., ASMC attains ...
         p95 = 73.7s"."""
-        borrowed = [bool(borrowed_numbers(body, [text], [label] if label else [])) for text, label in zip(texts, labels)]
+        borrowed = [bool(borrowed_numbers(body, [text], [label] if label else []))
+                    for text, label in zip(texts, labels, strict=True)]
         lent = {item.doc_id for item, lends in zip(evidence, borrowed) if lends}
         return max(range(len(evidence)), key=lambda i: (
             not borrowed[i], evidence[i].doc_id in lent and states_number(texts[i]),
