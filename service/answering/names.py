@@ -150,6 +150,20 @@ def leading_name(sentence: str) -> str | None:
     return name if " " in name or names_in(name) == [name] else None
 
 
+def abbreviates(short: str, long: str) -> bool:
+    """Whether ``short`` is made of the initials of ``long``'s words, function words left out ("APM" of "Admixture
+    of Poisson MRFs", "DCS" of "Dynamic Cell Structures"); case, hyphens and a plural "s" ignored.
+
+    >>> abbreviates("APM", "Admixture of Poisson MRFs"), abbreviates("DCS", "Dynamic Cell Structures")
+    (True, True)
+    >>> abbreviates("ASMC", "Autoregressive Metropolis Hastings")
+    False
+    """
+    letters = re.sub(r"[\W_]+", "", fold(short)).lower()
+    initials = "".join(word[0] for word in _words(long).split() if word not in FUNCTION_WORDS)
+    return len(initials) >= 2 and letters in (initials, initials + "s")
+
+
 def names_of_class(noun: str, text: str, asked: Sequence[str] = (), adjacent: bool = True) -> bool:
     """Whether ``text`` names a thing of the class ``noun`` (singular or plural) that is not among the names
     ``asked``: a name-shaped token right before the noun in either number ("on the OLMoE-1B-7B architecture", "the

@@ -61,7 +61,7 @@ from citerag.service.answering.language import (
     number_values,
     states_number,
 )
-from citerag.service.answering.names import leading_name, mentions, names_in, paper_label, subject_label
+from citerag.service.answering.names import abbreviates, leading_name, mentions, names_in, paper_label, subject_label
 from citerag.service.answering.question import content_terms
 from citerag.service.answering.state import AnswerState, Statement
 from citerag.service.answering.subject import name_subject, opens_with_pronoun, third_person_inside
@@ -162,8 +162,10 @@ def borrowed_numbers(sentence: str, sources: Sequence[str], labels: Sequence[str
     leading_name`) that every source stating them (readable) says of another named thing: a background sentence
     that opens with a name ``sentence`` does not mention, shares no word with ``sentence``'s, does not mention
     ``sentence``'s name, and is not about the paper's own work (:data:`~citerag.service.answering.language.OWN_WORK`,
-    or one of ``labels``, the cited papers' names). ``()`` for a sentence that opens with no name: it makes no such
-    attribution. A baseline's figure is not the paper's method's, though the abstract states it.
+    one of ``labels``, the cited papers' names, or a name one of them holds: "SqueezeNet achieves ..." under the
+    title "SqueezeNet: AlexNet-level accuracy with 50x fewer parameters"). ``()`` for a sentence that opens with no
+    name: it makes no such attribution. A baseline's figure is not the paper's method's, though the abstract
+    states it.
 
     >>> background = "Autoregressive Metropolis Hastings is inherently serial, reaching p95 = 1318s on MATH500."
     >>> own = "On MATH500, ASMC attains p95 = 73.7s."
@@ -172,6 +174,9 @@ def borrowed_numbers(sentence: str, sources: Sequence[str], labels: Sequence[str
     >>> borrowed_numbers("Autoregressive Metropolis Hastings reaches 1318s", [background]), borrowed_numbers(
     ...     "Sequential Monte Carlo reaches p95 = 73.7s", [background, own], ["ASMC"])
     ((), ())
+    >>> written, source = "Fire Modules need 50x fewer parameters", "SqueezeNet needs 50x fewer parameters."
+    >>> borrowed_numbers(written, [source]), borrowed_numbers(written, [source], ["SqueezeNet: Fewer Parameters"])
+    (('50',), ())
     """
     subject = leading_name(sentence)
     if subject is None:
@@ -180,9 +185,11 @@ def borrowed_numbers(sentence: str, sources: Sequence[str], labels: Sequence[str
 
     def about_another(source: str) -> bool:
         other = leading_name(source)
-        return other is not None and not mentions(sentence, other) and not mentions(source, subject) \
-            and not words & {word.lower() for word in other.split()} and not OWN_WORK.search(source) \
-            and not any(mentions(source, label) for label in labels)
+        if other is None or OWN_WORK.search(source) or mentions(sentence, other) or mentions(source, subject):
+            return False
+        same = words & {word.lower() for word in other.split()} or abbreviates(other, subject) \
+            or abbreviates(subject, other)
+        return not same and not any(_names_paper(source, other, label) for label in labels)
 
     stated = [(source, set(number_values(source))) for source in sources]
     return tuple(number for number in dict.fromkeys(number_values(sentence))
@@ -390,6 +397,14 @@ class _Context:
         others = frozenset().union(*(terms for d, terms in self.documents.items() if d not in cited_ids))
         used = set(subject_terms(sentence)) & content_tokens(self.question)
         return replace(result, other_papers=tuple(sorted((used & others) - cited)))
+
+
+def _names_paper(source: str, name: str, label: str) -> bool:
+    """Whether ``source``, which opens with ``name``, is about the paper called ``label``: it mentions the label, or
+    the label holds the name, one of its name-shaped tokens ("Running V-STaR ..." under "V-STaR: Training
+    Verifiers"), or the words it abbreviates ("DCS ..." under "Dynamic Cell Structures")."""
+    return mentions(source, label) or mentions(label, name) or abbreviates(name, label) \
+        or any(mentions(label, token) for token in names_in(name))
 
 
 class Verify:
