@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import statistics
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -31,6 +31,8 @@ from citerag.service.answering.question import SEVERAL_PAPERS
 _MARKER = re.compile(r"\[(\d+)\]")
 #: Dev-set kinds whose answers must name every paper they cite (readability rule 4).
 SEVERAL_PAPER_KINDS = frozenset({"which-paper", "which-papers", "two-paper", "comparison", "multi_doc"})
+#: The gold kinds pooled as ``facts`` (a short answer the paper states: what, how many, which paper).
+FACT_KINDS = frozenset({"fact", "number", "which-paper"})
 
 
 class CitationLike(Protocol):
@@ -90,6 +92,9 @@ class AnswerRecord:
     confidence: float = 0.0  # the probability that the evidence answers (the judge's); 0.0 when not asked
     readability: tuple[str, ...] = ()  # the readability rules the answer breaks (eval/readability.py)
     decision_probabilities: dict[str, float] = field(default_factory=dict)  # yes/no/maybe behind ``decision``
+    question: str = ""
+    analysed_kind: str = ""  # the kind the service read the question as
+    lost_at: str = ""  # the stage that lost the answer (:mod:`citerag.eval.attribution`)
 
 
 def judge(question: DevQuestion, answer: AnswerLike) -> AnswerRecord:
@@ -111,11 +116,14 @@ def judge(question: DevQuestion, answer: AnswerLike) -> AnswerRecord:
     several = question.kind in SEVERAL_PAPER_KINDS or getattr(answer, "kind", "") in SEVERAL_PAPERS
     problems = () if answer.abstained else tuple(readability_problems(answer.answer, answer.citations, several,
                                                                       question.question))
+    from citerag.eval.attribution import attribute
+
     return AnswerRecord(
         question.qid, question.kind, correct, answer.abstained, relevant, len(answer.citations), out_of_range,
-        answer.answer, answer.timings_ms, answer.reason, answer.raw, sum(named), len(named),
-        getattr(answer, "decision", None), float(getattr(answer, "confidence", 0.0)), problems,
-        {k: round(v, 4) for k, v in getattr(answer, "decision_probabilities", {}).items()},
+        answer.answer, {k: round(v, 1) for k, v in answer.timings_ms.items()}, answer.reason, answer.raw,
+        sum(named), len(named), getattr(answer, "decision", None), float(getattr(answer, "confidence", 0.0)),
+        problems, {k: round(v, 4) for k, v in getattr(answer, "decision_probabilities", {}).items()},
+        question.question, getattr(answer, "kind", ""), attribute(question, answer, correct),
     )
 
 
@@ -131,7 +139,21 @@ def summarise(records: list[AnswerRecord], questions: list[DevQuestion]) -> dict
         values = [r.timings_ms.get(key, 0.0) for r in records if not r.abstained or key == "retrieve"]
         return statistics.median(values) if values else 0.0
 
+    by_kind: dict[str, float] = {}
+    for kind in dict.fromkeys(r.kind for r in graded):
+        of_kind = [r for r in graded if r.kind == kind]
+        by_kind[kind] = sum(bool(r.correct) for r in of_kind) / len(of_kind)
+    several = [r for r in records if r.papers >= 2]
+    if several:
+        by_kind["both_named"] = sum(r.papers_named == r.papers for r in several) / len(several)
+    facts = [r for r in graded if r.kind in FACT_KINDS]
+    if facts:
+        by_kind["facts"] = sum(bool(r.correct) for r in facts) / len(facts)
+    if unanswerable:
+        by_kind["off_corpus_abstained"] = sum(r.abstained for r in unanswerable) / len(unanswerable)
     return {
+        "questions": float(len(records)),
+        **by_kind,
         "answer_accuracy": sum(bool(r.correct) for r in graded) / max(1, len(graded)),
         "citation_precision": sum(r.relevant_citations for r in answerable) / max(1, citations),
         "citation_recall": sum(r.relevant_citations > 0 for r in answerable) / max(1, len(answerable)),
@@ -147,10 +169,20 @@ def summarise(records: list[AnswerRecord], questions: list[DevQuestion]) -> dict
     }
 
 
-def evaluate_answers(answerer: Answering, questions: list[DevQuestion], k: int = 5) -> dict[str, Any]:
-    """Ask every dev-set question; return ``{"summary": {...}, "questions": [AnswerRecord as dict, ...]}``."""
-    records = [judge(q, answerer.ask(q.question, k=k)) for q in questions]
+def evaluate_answers(answerer: Answering, questions: list[DevQuestion], k: int = 5,
+                     on_record: Callable[[AnswerRecord], None] | None = None) -> dict[str, Any]:
+    """Ask every dev-set question; return ``{"summary": {...}, "attribution": {stage: n}, "questions": [AnswerRecord
+    as dict, ...]}`` (``attribution``: :func:`~citerag.eval.attribution.attribution_table`). ``on_record`` sees each
+    record as it is made (progress bars)."""
+    from citerag.eval.attribution import attribution_table
+
+    records = []
+    for question in questions:
+        records.append(judge(question, answerer.ask(question.question, k=k)))
+        if on_record is not None:
+            on_record(records[-1])
     return {
         "summary": summarise(records, questions),
+        "attribution": attribution_table(r.lost_at for r in records),
         "questions": [asdict(record) for record in records],
     }

@@ -19,6 +19,19 @@ from citerag.eval.runner import DEVSET, RESULTS, EvalRequest, run
 
 
 def eval_command(
+    set_name: Annotated[
+        str | None,
+        typer.Option("--set", help="A named evaluation set (shipped, ml, covidqa, pubmedqa): its --half answered by "
+                     "--variant, recorded in eval/results/ (LATEST.md, HISTORY.md)."),
+    ] = None,
+    variant: Annotated[
+        str, typer.Option(help="--set: what answers: service (the pipeline) or anchor (one plain prompt over the top "
+                          "document read whole).")
+    ] = "service",
+    ablate: Annotated[
+        bool, typer.Option("--ablate", help="--set: also measure what each rule of the service earns (each rule's "
+                           "questions answered again with it switched off).")
+    ] = False,
     benchmark: Annotated[
         Path | None,
         typer.Option(help="A BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) instead of the dev set."),
@@ -57,6 +70,6 @@ def eval_command(
     Recall@10/100, MRR@10 for bm25, dense, hybrid-rrf and hybrid-weighted, indexed into a separate directory."""
     outcome = run(EvalRequest(
         benchmark=benchmark, answers=answers, qa=qa, sample=sample, seed=seed, half=half, label=label, k=k,
-        devset=devset, out=out, index_dir=index_dir, backend=backend,
+        devset=devset, out=out, index_dir=index_dir, backend=backend, set=set_name, variant=variant, ablate=ablate,
     ))
     typer.echo(json.dumps(outcome.data, indent=2) if json_out else outcome.text)

@@ -81,17 +81,29 @@ Q = TypeVar("Q")
 
 
 def half(questions: list[Q], which: Half) -> list[Q]:
-    """The ``dev`` (odd id number) or ``test`` (even) half of ``questions`` (anything with a ``qid``: QA questions
-    and dev-set questions, ``q001`` is dev), or ``all``, in file order."""
+    """The ``dev`` or ``test`` half of ``questions`` (in file order), or ``all``. Halves are split by document, so
+    that no document is read by both: a question's own ``half`` field when it has one (the ML questions), else the
+    parity of the number in its ``doc_id`` (QA benchmarks: ``covidqa-630`` is test, ``pubmed-10808977`` dev), else
+    of the number in its ``qid`` (the shipped dev set: ``q001`` is dev). Odd is dev, even is test.
+
+    >>> qa = [QAQuestion("covidqa-q1", "?", "covidqa-630"), QAQuestion("covidqa-q2", "?", "covidqa-641")]
+    >>> [q.doc_id for q in half(qa, "test")], [q.doc_id for q in half(qa, "dev")]
+    (['covidqa-630'], ['covidqa-641'])
+    """
     if which == "all":
         return list(questions)
-    want = 1 if which == "dev" else 0
+    return [q for q in questions if half_of(q) == which]
 
-    def number(qid: str) -> int:
-        digits = re.findall(r"\d+", qid)
-        return int(digits[-1]) if digits else sum(map(ord, qid))
 
-    return [q for q in questions if number(q.qid) % 2 == want]  # type: ignore[attr-defined]
+def half_of(question: object) -> Literal["dev", "test"]:
+    """The half ``question`` belongs to (:func:`half`)."""
+    own = getattr(question, "half", None)
+    if own in ("dev", "test"):
+        return own
+    key = getattr(question, "doc_id", None) or getattr(question, "qid")
+    digits = re.findall(r"\d+", key)
+    number = int(digits[-1]) if digits else sum(map(ord, key))
+    return "dev" if number % 2 else "test"
 
 
 def sample(questions: list[QAQuestion], n: int | None, seed: int) -> list[QAQuestion]:

@@ -64,6 +64,10 @@ class DevQuestion:
         decision: the gold ``yes``/``no`` of a yes/no question (the answer's decision must equal it), else ``None``.
         papers: for questions about named papers, ``[{"doc_id", "names": [...]}]``: the answer must name each
             paper by one of its names.
+        half: ``"dev"`` or ``"test"`` where the set splits by document itself (else by ``qid``:
+            :func:`~citerag.eval.qa.half`).
+        support: the sentences of the relevant abstracts that answer it, verbatim (failure attribution: an evidence
+            miss is a retrieved paper whose answering sentence the model did not read).
     """
 
     qid: str
@@ -73,6 +77,8 @@ class DevQuestion:
     answer: list[str]
     decision: str | None = None
     papers: list[dict[str, Any]] | None = None
+    half: str | None = None
+    support: list[str] | None = None
 
 
 def load_devset(path: Path) -> list[DevQuestion]:

@@ -67,6 +67,9 @@ class EvalRequest:
     out: Path = RESULTS
     index_dir: Path | None = None
     backend: Backend | None = None
+    set: str | None = None
+    variant: str = "service"
+    ablate: bool = False
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,8 @@ def run(request: EvalRequest) -> EvalOutcome:
         CiteragError: a benchmark folder or its files are missing or malformed, or the index cannot be opened.
     """
     request.out.mkdir(parents=True, exist_ok=True)
+    if request.set is not None:
+        return run_set(request)
     if request.qa is not None:
         return run_qa(request)
     if request.answers:
@@ -112,6 +117,137 @@ def open_searcher(settings: Settings) -> tuple[Any, dict[str, Any]]:
     index = ensure_index(index_setup(settings), show_progress=True)
     held = {"index": index.manifest["config"], "documents": len(index.documents), "passages": len(index.passages)}
     return open_retriever(settings, index), held
+
+
+#: The answerers ``--variant`` can name: the service's pipeline as configured (``service``) or with a configuration
+#: changed (its :class:`~citerag.service.answering.config.AnswerConfig` fields), and the plain-prompt anchor
+#: (:mod:`citerag.eval.anchor`).
+VARIANTS: dict[str, dict[str, Any]] = {"service": {}, "two-papers": {"fact_papers": 2}, "anchor": {}}
+
+
+def open_variant(variant: str, settings: Settings, searcher: Any) -> Any:
+    """The answerer ``variant`` names (:data:`VARIANTS`) over ``searcher``.
+
+    Raises:
+        ValueError: an unknown variant.
+    """
+    from citerag.service.pipeline import decoding, generator_path, load_generator, open_answerer
+
+    if variant in VARIANTS and variant != "anchor":
+        from dataclasses import replace
+
+        from citerag.service.answering.config import AnswerConfig
+
+        return open_answerer(settings, searcher, replace(AnswerConfig.of(settings), **VARIANTS[variant]))
+    if variant == "anchor":
+        from citerag.eval.anchor import PlainPrompt
+
+        state_dir = settings.cache_dir / "paper-states" if settings.whole_paper_documents else None
+        generator = load_generator(generator_path(settings), settings.n_ctx, settings.threads, decoding(settings),
+                                   state_dir)
+        return PlainPrompt(searcher, generator)
+    raise ValueError(f"unknown variant {variant!r}; one of {', '.join(VARIANTS)}")
+
+
+def run_set(request: EvalRequest) -> EvalOutcome:
+    """One half of a named evaluation set (:mod:`citerag.eval.sets`) answered by ``request.variant``; the run is
+    recorded (:func:`citerag.eval.latest.record`: the set's JSON, LATEST.md, HISTORY.md, the raw run). With
+    ``request.ablate`` (the service only), each rule's effect is measured too (:mod:`citerag.eval.ablation`) and
+    recorded beside it."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from citerag.eval.answers import evaluate_answers
+    from citerag.eval.latest import Run, record, record_ablation
+    from citerag.eval.qa import evaluate_qa, half, load_qa, sample
+    from citerag.eval.retrieval import load_devset
+    from citerag.eval.sets import get_set
+
+    assert request.set is not None
+    chosen = get_set(request.set)
+    chosen.check()
+    if request.ablate and request.variant != "service":
+        raise ValueError("--ablate measures the service's rules: use it with --variant service")
+    settings = _settings(chosen.index_dir or request.index_dir)
+    bench = None
+    if chosen.kind != "answers":
+        bench = load_qa(chosen.questions)
+        settings = settings.model_copy(update={"corpus": [bench.corpus]})
+        questions: list[Any] = sample(half(bench.questions, request.half), chosen.sample, request.seed)
+    else:
+        if chosen.corpus:
+            settings = settings.model_copy(update={"corpus": list(chosen.corpus)})
+        questions = half(load_devset(chosen.questions), request.half)
+    k = request.k or settings.ask_k
+    searcher, _ = open_searcher(settings)
+    answerer = open_variant(request.variant, settings, searcher)
+    label = f"{chosen.name} {request.half}/{request.variant}"
+    effects = None
+    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  transient=not sys.stderr.isatty(), disable=not sys.stderr.isatty()) as progress:
+        task = progress.add_task("eval", total=len(questions))
+        if request.ablate:
+            from citerag.eval.ablation import ablate
+
+            effects, answers = _ablated(chosen.kind, questions, settings, searcher, k,
+                                        lambda: progress.advance(task))
+            answerer = _Replay({q.question: a for q, a in zip(questions, answers, strict=True)})
+            progress.update(task, total=len(questions), completed=0)
+        if chosen.kind == "answers":
+            results = evaluate_answers(answerer, questions, k=k, on_record=lambda _: progress.advance(task))
+        else:
+            results = evaluate_qa(lambda q: answerer.ask(q, k=k), bench, questions,
+                                  search=lambda q: searcher.search(q, k=20, mode="hybrid"),
+                                  on_record=lambda *_: progress.advance(task))
+    summary = {key: round(value, 4) for key, value in results["summary"].items()}
+    run_record = Run(chosen.name, request.half, request.variant, summary, results["questions"],
+                     results.get("attribution", {}), {"k": k, "generator": settings.generator, "seed": request.seed},
+                     chosen.description)
+    record(run_record, request.out)
+    lines = [f"{label}: " + ", ".join(f"{key} {value}" for key, value in summary.items())]
+    if run_record.attribution:
+        lines.append("lost at: " + ", ".join(f"{stage} {n}" for stage, n in run_record.attribution.items()))
+    if effects is not None:
+        from citerag.eval.ablation import effects_table
+
+        record_ablation(run_record, effects, request.out)
+        lines += ["", effects_table(effects)]
+    return EvalOutcome({"summary": summary, "attribution": run_record.attribution}, "\n".join(lines))
+
+
+class _Replay:
+    """An answerer that returns answers already made (an ablation's run with every rule on)."""
+
+    def __init__(self, answers: dict[str, Any]) -> None:
+        self.answers = answers
+
+    def ask(self, question: str, k: int | None = None) -> Any:  # noqa: ARG002 - the answer was made with k
+        return self.answers[question]
+
+
+def _ablated(kind: str, questions: list[Any], settings: Settings, searcher: Any, k: int,
+             on_answer: Any) -> tuple[list[Any], list[Any]]:
+    """Each rule's effect over ``questions`` (:func:`citerag.eval.ablation.ablate`), scored as ``kind``'s set
+    scores a question, and the answers with every rule on."""
+    from citerag.eval.ablation import ablate
+    from citerag.eval.answers import judge as judge_answer
+    from citerag.eval.qa import judge as judge_qa
+    from citerag.service.answering.config import AnswerConfig
+    from citerag.service.pipeline import open_answerer
+
+    pipelines: dict[Any, Any] = {}
+
+    def ask(question: Any, config: AnswerConfig) -> Any:
+        if config not in pipelines:
+            pipelines[config] = open_answerer(settings, searcher, config)
+        return pipelines[config].ask(question.question, k=k)
+
+    def score(question: Any, answer: Any) -> float:
+        if kind == "answers":
+            return float(bool(judge_answer(question, answer).correct)) if question.qrels else float(answer.abstained)
+        graded = judge_qa(question, answer)
+        return graded.f1 if kind == "span" else float(graded.decision == graded.gold_decision)
+
+    return ablate(questions, ask, score, AnswerConfig.of(settings), on_answer)
 
 
 def run_devset(request: EvalRequest) -> EvalOutcome:
