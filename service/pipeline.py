@@ -12,15 +12,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from citerag.index.backend import Searcher
-from citerag.index.embed import Embedder, LRUEncode, ModelEmbedder, SentenceTransformerEmbedder
+from citerag.index.embed import Embedder, ModelEmbedder, SentenceTransformerEmbedder
 from citerag.index.embedded import EmbeddedBackend
 from citerag.index.errors import ModelNotFound
 from citerag.index.lifecycle import IndexSetup, fill_when_empty
 from citerag.index.retrieve import Retriever
 from citerag.index.store import IndexStore, LoadedIndex
-from citerag.service.answering.prompts import SLOTS
-from citerag.service.answering.runner import AnswerPipeline, evidence_pipeline
-from citerag.service.answering.whole_paper import ReadPaper
+from citerag.service.answering.config import AnswerConfig
+from citerag.service.answering.model import Model
+from citerag.service.answering.prompts import FIXED_MESSAGES, PAPER_SLOT, SLOTS
+from citerag.service.answering.runner import AnswerPipeline
+from citerag.service.answering.states import PaperStates
 from citerag.service.generator import Decoding, Generator
 from citerag.service.model_files import GENERATORS, assemble_gguf, embedding_model_dir, onnx_int8_model
 from citerag.service.settings import EmbeddingBackend, Settings, get_settings
@@ -53,18 +55,6 @@ def _load_embedder(backend: EmbeddingBackend, cache_dir: Path | None) -> ModelEm
         config = json.loads((model_dir / "sentence_bert_config.json").read_text())
         return OnnxEmbedder(onnx_int8_model(cache_dir), model_dir, max_seq_length=config["max_seq_length"])
     return SentenceTransformerEmbedder(model_dir)
-
-
-def evidence_encoder(settings: Settings | None = None) -> LRUEncode:
-    """The encoder of evidence sentences: :func:`load_embedder`'s ``encode`` behind one process-wide
-    :class:`~citerag.index.embed.LRUEncode` per backend, so a sentence met again (a corpus's sentences recur
-    across questions) is not encoded again: ``list[str] -> (n, 384) float32``, L2-normalised rows."""
-    return _evidence_encoder(load_embedder(settings))
-
-
-@lru_cache(maxsize=2)
-def _evidence_encoder(embedder: ModelEmbedder) -> LRUEncode:
-    return LRUEncode(embedder.encode)
 
 
 def index_setup(settings: Settings) -> IndexSetup:
@@ -197,41 +187,29 @@ def load_generator(path: Path, n_ctx: int, threads: int, decoding: Decoding | No
     return Generator(path, n_ctx=n_ctx, threads=threads, decoding=decoding, slots=SLOTS, state_dir=state_dir)
 
 
-def open_answerer(settings: Settings, retriever: Searcher) -> AnswerPipeline:
+def open_answerer(settings: Settings, retriever: Searcher, config: AnswerConfig | None = None) -> AnswerPipeline:
     """The answering pipeline over ``retriever`` (a retriever or a backend) with the process's generator
-    (:func:`load_generator`) and the evidence sentences' encoder (:func:`evidence_encoder`), configured by ``settings``
-    (:func:`~citerag.service.answering.runner.evidence_pipeline`)."""
-    state_dir = settings.cache_dir / "paper-states" if settings.whole_paper_documents else None
+    (:func:`load_generator`), its paper states in ``settings.cache_dir / "paper-states"`` (none when
+    ``state_cache_mb`` is 0) and ``config`` (default: :meth:`~citerag.service.answering.config.AnswerConfig.of`
+    the settings)."""
+    config = config or AnswerConfig.of(settings)
+    state_dir = settings.cache_dir / "paper-states" if settings.state_cache_mb else None
     generator = load_generator(generator_path(settings), settings.n_ctx, settings.threads, decoding(settings),
                                state_dir)
-    return evidence_pipeline(
-        retriever, generator, evidence_encoder(settings), default_k=settings.ask_k,
-        min_dense_score=settings.min_dense_score, evidence_sentences=settings.evidence_sentences,
-        min_confidence=settings.min_confidence, min_confidence_unseen=settings.min_confidence_unseen,
-        max_answer_tokens=settings.max_answer_tokens, second_look=settings.second_look,
-        judge_papers=settings.judge_papers, close_cosine=settings.close_cosine,
-        topics_dir=settings.cache_dir / "topics", whole_paper_documents=settings.whole_paper_documents,
-    )
+    generator.fixed_messages = FIXED_MESSAGES
+    states = PaperStates(generator, config.state_cache_bytes, slot=PAPER_SLOT, fixed=FIXED_MESSAGES)
+    return AnswerPipeline(retriever, Model(generator, states, config.answer_tokens), config)
 
 
 def read_papers_ahead(answerer: AnswerPipeline) -> AnswerPipeline:
-    """Start reading the corpus's papers whole in a background thread (:meth:`~citerag.service.answering.
-    whole_paper.ReadPaper.read_all`, when the pipeline has that step and the corpus is small enough), so that the
-    first question about each paper is as fast as the next; returns ``answerer``."""
-    step = _read_paper_step(answerer)
-    if step is not None and answerer.retriever is not None:
-        threading.Thread(target=step.read_all, args=(answerer.retriever,), name="citerag-read-papers",
-                         daemon=True).start()
+    """Start reading the corpus's papers into the state cache in a background thread
+    (:meth:`~citerag.service.answering.runner.AnswerPipeline.read_ahead`: a corpus small enough), so that the first
+    question about each paper is as fast as the next; returns ``answerer``."""
+    threading.Thread(target=answerer.read_ahead, name="citerag-read-papers", daemon=True).start()
     return answerer
 
 
 def papers_read_ahead(answerer: AnswerPipeline) -> str:
-    """Where reading the papers ahead stands (:attr:`~citerag.service.answering.whole_paper.ReadPaper.ahead`;
-    ``"off"`` for a pipeline without that step)."""
-    step = _read_paper_step(answerer)
-    return step.ahead if step is not None else "off"
-
-
-def _read_paper_step(answerer: AnswerPipeline) -> ReadPaper | None:
-    """The pipeline's read-paper step, if it has one."""
-    return next((step for step in getattr(answerer, "components", ()) if isinstance(step, ReadPaper)), None)
+    """Where reading the papers ahead stands (:attr:`~citerag.service.answering.runner.AnswerPipeline.
+    papers_read_ahead`)."""
+    return getattr(answerer, "papers_read_ahead", "off")

@@ -13,7 +13,7 @@ from citerag.index.ingest import META_FIELDS, given_doc_id, make_document
 from citerag.index.search import SearchResult
 from citerag.index.types import Document
 from citerag.service.answering import Answer
-from citerag.service.answering.evidence import Evidence
+from citerag.service.answering.types import Evidence
 from citerag.service.answering.names import paper_label
 from citerag.service.conversation import Turn
 from citerag.service.display import display

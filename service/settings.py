@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args, get_origin
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import (
@@ -15,6 +15,7 @@ from pydantic_settings import (
 )
 
 from citerag.index.types import BM25Method, DenseSetting, FusionMethod
+from citerag.service.answering.config import AnswerConfig
 from citerag.service.generator import Speculative
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -22,6 +23,8 @@ EmbeddingBackend = Literal["torch", "onnx-int8"]
 # Chosen by measurement (eval/results/embedding_backends.md): SciFact nDCG@10 of the default hybrid 0.7318 vs torch's
 # 0.7322 (the rule: at most 0.005 lower), and about twice the passages/s.
 DEFAULT_EMBEDDING_BACKEND: EmbeddingBackend = "onnx-int8"
+#: Answering's defaults live in :class:`~citerag.service.answering.config.AnswerConfig`; the settings take theirs.
+_ANSWER = AnswerConfig()
 
 
 class Settings(BaseSettings):
@@ -29,7 +32,7 @@ class Settings(BaseSettings):
 
     Sources, strongest first: arguments, ``CITERAG_<FIELD>`` environment variables, ``.env``, an optional
     ``citerag.toml`` in the working directory (``field = value`` lines, no prefix), then the defaults below.
-    The README lists every field.
+    The documentation's configuration page lists every field (:func:`settings_reference`).
     """
 
     model_config = SettingsConfigDict(env_prefix="CITERAG_", env_file=".env", extra="ignore", toml_file="citerag.toml")
@@ -68,9 +71,9 @@ class Settings(BaseSettings):
     chunk_overlap: int = Field(64, ge=0, le=128, description="Max overlap between passages (word pieces).")
 
     # Retrieval.
-    bm25_k1: float = Field(1.5, ge=0)
-    bm25_b: float = Field(0.75, ge=0, le=1)
-    bm25_method: BM25Method = "lucene"
+    bm25_k1: float = Field(1.5, ge=0, description="BM25 term-frequency saturation k1 (Robertson & Zaragoza 2009).")
+    bm25_b: float = Field(0.75, ge=0, le=1, description="BM25 length normalisation b.")
+    bm25_method: BM25Method = Field("lucene", description="BM25 variant (bm25s's methods; Milvus scores as lucene).")
     candidates: int = Field(100, ge=1, le=1000, description="Top-N from each retriever before fusion.")
     fusion: FusionMethod = Field(
         "bounded",
@@ -104,50 +107,41 @@ class Settings(BaseSettings):
     )
 
     # Answering.
-    generator: Literal["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"] = "qwen2.5-coder-1.5b"
+    generator: Literal["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"] = Field(
+        "qwen2.5-coder-1.5b", description="The packaged generator (GGUF from PyPI packages; the 0.5B needs the "
+        "small-model extra).")
     generator_path: Path | None = Field(None, description="A GGUF file to use instead of the packaged generator.")
     ask_k: int = Field(
-        8, ge=1, le=20, description="Passages retrieved per question by default (evidence is chosen from their "
-        "sentences; chosen in eval/results/qa.md).",
-    )
-    evidence_sentences: int = Field(
-        3, ge=1, le=9, description="Evidence sentences the model writes from, for a question about one paper (within "
-        "700 characters; which-papers and comparison questions add each qualifying paper's best; eval/results/qa.md).",
+        _ANSWER.k, ge=1, le=20, description="Passages retrieved per question by default; the papers read are the best "
+        "retrieved ones.",
     )
     min_confidence: float = Field(
-        0.65, ge=0.0, le=1.0, description="Abstain when the model's probability that the evidence answers the "
-        "question is below this; a yes/no question's \"yes\" needs the same probability (chosen on dev questions: "
-        "eval/results/qa.md).",
+        _ANSWER.min_confidence, ge=0.0, le=1.0, description="Abstain when the model's probability that the papers read answer the "
+        "question is below this; a yes/no question's \"yes\" needs the same probability.",
     )
     min_confidence_unseen: float = Field(
-        0.85, ge=0.0, le=1.0, description="The confidence a question (not a yes/no one) needs when one of its content "
-        "words is in no indexed passage (0: off; chosen on dev questions: eval/results/qa.md).",
+        _ANSWER.min_confidence_unseen, ge=0.0, le=1.0, description="The probability a question needs when one of its content words is in no "
+        "indexed passage (a corpus of 10,000 distinct terms or more).",
     )
-    close_cosine: float = Field(
-        0.60, ge=0.0, le=1.0, description="An evidence sentence at least this close to the question (cosine "
-        "similarity) answers it whatever the model's confidence (1: off; chosen on dev questions: eval/results/qa.md).",
+    read_tokens: int = Field(
+        _ANSWER.read_tokens, ge=100, le=3000, description="The per-question reading budget (model tokens, ~4 characters each): a "
+        "document longer than an abstract is read as its retrieved passages within it; a second paper is read only "
+        "within it.",
     )
-    second_look: bool = Field(
-        True, description="Before abstaining, judge the next-best evidence sentences in place of the first ones "
-        "(eval/results/qa.md).",
-    )
-    judge_papers: bool = Field(
-        True, description="Judge each candidate paper of a which-papers question with the model "
-        "(eval/results/qa.md); off: name the papers whose best sentence scores half the best one's.",
+    state_cache_mb: int = Field(
+        _ANSWER.state_cache_bytes // 1024**2, ge=0, description="Bound of the paper-state cache in cache_dir/paper-states (MB; least recently used "
+        "states go first; ~8 MB an abstract). 0: no states are kept, every paper is read on each question.",
     )
     whole_paper_documents: int = Field(
-        64, ge=0, description="Over a corpus of at most this many documents, a question about one paper is answered "
-        "over that paper read whole, from prompt states saved once per paper in cache_dir/paper-states (~30 MB "
-        "a paper; `citerag serve` reads them at start): ~1.5 s faster per answer. Over a larger corpus a yes/no "
-        "question's paper is read whole for a second reading of its decision (an estimated 4-5 s more). 0: never "
-        "read whole (eval/results/qa.md).",
+        _ANSWER.read_ahead_documents, ge=0, description="Papers are read into the state cache when the service starts, for corpora of at most "
+        "this many documents; beyond it, each paper on its first question.",
     )
     read_papers_ahead: bool = Field(
-        True, description="`citerag serve` reads the corpus's papers whole in the background once the model is "
-        "loaded (whole_paper_documents), so that the first question about each paper is as fast as the next.",
+        True, description="`citerag serve` reads the corpus's papers into the state cache in the background once the "
+        "model is loaded (whole_paper_documents), so that the first question about each paper is as fast as the next.",
     )
     n_ctx: int = Field(4096, ge=512, description="Model context window (tokens).")
-    max_answer_tokens: int = Field(120, ge=16, le=2048, description="The written answer's limit (tokens).")
+    max_answer_tokens: int = Field(_ANSWER.answer_tokens, ge=16, le=2048, description="The written answer's limit (tokens).")
     threads: int = Field(0, ge=0, description="CPU threads for generation; 0 = all cores.")
     # Decoding (issue 28; bench/generator_speed.py, bench/RESULTS.md). Greedy output is the plain decoder's (up to
     # the last bits of batched arithmetic); a variant that fails to load falls back to plain decoding with a warning.
@@ -172,7 +166,7 @@ class Settings(BaseSettings):
     )
     max_queue: int = Field(8, ge=1, description="Questions admitted at once; more get 503 + Retry-After.")
     min_dense_score: float = Field(
-        0.18, description="Abstain when the best passage's cosine similarity to the question is below this."
+        _ANSWER.min_dense_score, ge=0.0, le=1.0, description="Abstain when the best passage's cosine similarity to the question is below this."
     )
 
     # Conversations.
@@ -193,8 +187,8 @@ class Settings(BaseSettings):
         description="Bearer key for the write endpoints (POST/DELETE /documents). Unset: writes are allowed only "
         "when the service listens on a loopback address.",
     )
-    host: str = "127.0.0.1"
-    port: int = Field(8000, ge=1, le=65535)
+    host: str = Field("127.0.0.1", description="Address `citerag serve` binds (127.0.0.1: this machine only).")
+    port: int = Field(8000, ge=1, le=65535, description="Port `citerag serve` listens on.")
 
     @model_validator(mode="after")
     def _overlap_fits(self) -> Settings:
@@ -209,3 +203,30 @@ class Settings(BaseSettings):
 def get_settings() -> Settings:
     """The process-wide settings (tests override with ``app.dependency_overrides`` or a fresh ``Settings``)."""
     return Settings()
+
+
+def _type_name(annotation: object) -> str:
+    """A field's type as the reference shows it: ``int``, ``list[Path]``, ``a / b`` for a fixed set of values."""
+    if get_origin(annotation) is Literal:
+        return " / ".join(map(str, get_args(annotation)))
+    if get_origin(annotation) is not None:
+        return str(annotation).replace("typing.", "").replace("pathlib.", "").replace("pydantic.types.", "")
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def settings_reference() -> str:
+    """Every setting as a Markdown table (variable, type, default, description), in declaration order: the
+    documentation's configuration page holds exactly this (``make docs`` writes it; a test compares them)."""
+    home = str(Path.home())
+    rows = ["| variable | type | default | description |", "|---|---|---|---|"]
+    for name, field in Settings.model_fields.items():
+        default = field.default
+        if isinstance(default, SecretStr):
+            default = "(secret)" if default.get_secret_value() else ""
+        elif isinstance(default, list):
+            default = ", ".join(map(str, default)) or "[]"
+        text = str(default).replace(home, "~").replace(str(PROJECT_ROOT), "<repository>")
+        kind = _type_name(field.annotation)
+        description = (field.description or "").replace("|", "\\|").replace("\n", " ")
+        rows.append(f"| `CITERAG_{name.upper()}` | `{kind}` | `{text}` | {description} |".replace("``", "(none)"))
+    return "\n".join(rows) + "\n"

@@ -1,12 +1,9 @@
-"""Answering: one pipeline of small components over one :class:`~citerag.service.answering.state.AnswerState`.
-
-analyse (:mod:`.question`) -> retrieve (:mod:`.retrieve`) -> select evidence (:mod:`.evidence`) -> judge papers
-(:mod:`.judge`) -> read paper (:mod:`.whole_paper`) -> judge (:mod:`.judge`) -> write (:mod:`.write`) -> verify
-(:mod:`.verify`) -> compose (:mod:`.compose`); the runner (:mod:`.runner`) times them, stops at an abstention and
-emits the stream's events. The model writes the answer from the chosen evidence (over a small corpus, from the
-answer's paper read whole); the service checks every written sentence against the evidence it cites.
+"""Answering: analyse -> retrieve -> the question kind's recipe (read the papers, judge, write, verify) ->
+compose (:mod:`.runner`). The model reads the papers retrieval found, whole where they are abstracts, and writes the
+answer; the service checks every written sentence against the sentences it rests on, so every citation is the span
+that says the thing.
 """
 
-from citerag.service.answering.state import NOT_FOUND, Answer, AnswerState, Citation
+from citerag.service.answering.types import NOT_FOUND, Answer, Citation, Evidence
 
-__all__ = ["NOT_FOUND", "Answer", "AnswerState", "Citation"]
+__all__ = ["NOT_FOUND", "Answer", "Citation", "Evidence"]

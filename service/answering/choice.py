@@ -65,7 +65,8 @@ def choose(
     Args:
         pin: re-pin the model's cache to the system prompt afterwards (``False`` keeps this prompt cached for a
             next call that shares its prefix).
-        slot, fixed: the generator's slot and pinned prefix length (:meth:`~citerag.service.generator.Generator.chat`).
+        slot: the generator's slot (:meth:`~citerag.service.generator.Generator.chat`).
+        fixed: the pinned prefix length (leading messages).
     """
     completion = generator.chat(messages, max_tokens=1, grammar=grammar, top_logprobs=TOP_LOGPROBS, pin=pin,
                                 slot=slot, fixed=fixed)

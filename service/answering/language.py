@@ -39,12 +39,6 @@ WH_WORDS = "what which who whom whose when where why how".split()
 #: Verbs that open a request phrased as a command ("List the ...", "Compare ...").
 IMPERATIVES = "list name give show find describe explain summarise summarize compare tell identify state".split()
 
-#: Adjectives that qualify a quantity without naming what is counted ("the maximum number", "average speed-up").
-QUANTITY_MODIFIERS = frozenset(
-    "maximum minimum max min average mean median total overall final best worst peak typical approximate exact "
-    "largest smallest highest lowest".split()
-)
-
 #: Comparative adjectives and adverbs of degree: "How much faster ...?" asks for a degree, not for an amount of a
 #: counted thing ("How many more GPUs ...?" counts GPUs: "more", "fewer" and "less" are skipped, not comparatives here).
 COMPARATIVES = frozenset(
@@ -66,72 +60,12 @@ RESEARCH_NOUNS = frozenset(
     pipeline strategy""".split()
 )
 
-#: A sentence about the paper's own work ("we ...", "our ...", "this paper ..."), not its background: the zone a
-#: reader wants when asking what a paper does (argumentative zoning's OWN zone; Teufel & Moens 2002,
-#: Computational Linguistics 28(4)).
-OWN_WORK = re.compile(r"\b(?:we|our|this (?:paper|work|study|article))\b", re.IGNORECASE)
-
-#: A denied main verb: "does not need", "is not", "cannot", "no longer", "haven't".
-DENIAL = re.compile(
-    r"\b(?:(?:do|does|did|is|are|was|were|has|have|had|can|could|will|would|should|need|may|might|must)"
-    r"(?:\s+not\b|n't\b)|cannot\b|no longer\b)",
-    re.IGNORECASE,
-)
-
-#: A hedge: the statement after it is held possible, not true ("X may reduce Y", "it is unclear whether ...").
-HEDGE = re.compile(r"\b(?:may|might|could|possibly|perhaps|unclear|uncertain|whether)\b", re.IGNORECASE)
-
-#: BM25 stems (:func:`~citerag.index.tokenize.tokenize`) that state one claim: a requirement ("Does X need Y?" is
-#: denied by "Y is not required").
-SAME_CLAIM_STEMS = {"requir": "need", "necessari": "need"}
-
-#: A negation that scopes over the words after it ("introduces no additional parameters", "did not improve
-#: survival", "without retraining"); "not only ... but also" is none.
-NEGATION_CUE = re.compile(r"\b(?:no|not|without|never|none|cannot|neither|nor)\b(?!\s+only\b)|n't\b(?!\s+only\b)",
-                          re.IGNORECASE)
-
-#: Words with which a sentence talks about the prompt's material instead of the papers ("as evidence sentence [2]
-#: states"): such a sentence says nothing a reader asked for.
-META_WORDS = frozenset("evidence sentence sentences passage passages excerpt excerpts quoted".split())
-_MATERIAL = r"(?:the\s+)?(?:evidence|passages?|excerpts?)(?:\s+sentences?)?"
-_SAYS = r"(?:states?|shows?|says?|mentions?|indicates?|reports?|notes?|explains?|confirms?)"
-_SAYING = r"(?:stating|showing|saying|mentioning|indicating|reporting|noting|explaining)"
-#: A frame that attributes a statement to the prompt's material instead of a paper (citation markers removed):
-#: "The passage [1] states that X", "The evidence sentences answer the question by stating that X", "According to
-#: the evidence, X". What follows it (group ``rest``) is the statement itself; without "that" what follows need
-#: not be a clause ("The evidence sentences answer the question by mentioning two papers that ...").
-ATTRIBUTION_FRAME = re.compile(
-    rf"^(?:(?:as|according\s+to)\s+{_MATERIAL}(?:\s+{_SAYS})?\s*,"
-    rf"|{_MATERIAL}\s+(?:{_SAYS}|answers?\s+the\s+question\s+by\s+{_SAYING})\s+that)\s+(?P<rest>\S.*)$",
-    re.IGNORECASE | re.DOTALL,
-)
-#: A sentence that only says where the one before it stands in the prompt's material ("This is stated in the
-#: passage [1]."; citation markers removed): its markers cite that sentence.
-ATTRIBUTING_SENTENCE = re.compile(
-    rf"^(?:this|that|it|which)\s+(?:is|was)\s+(?:\w+\s+)?(?:stated|described|supported|established|shown|"
-    rf"mentioned|derived|discussed|reported|noted|explained|given)\s+(?:in|by)\s+{_MATERIAL}$",
-    re.IGNORECASE,
-)
-
-#: The verbs an abstract introduces what it coins with ("We introduce Polaris, a ...", "we establish GLEAN, an ..."),
-#: as a regex alternation of base forms (each user adds the endings it accepts).
-INTRODUCING_VERBS = "propose|introduce|present|develop|design|establish|build|construct|create|curate|release"
-#: A structured abstract's section label ("RESULTS:", "MATERIALS AND METHODS:"; NLM's structured-abstract format,
-#: https://www.nlm.nih.gov/bsd/policy/structured_abstracts.html): capitals before a colon, at a sentence's start.
-SECTION_LABEL = re.compile(r"(?:^|(?<=[.\s]))([A-Z][A-Z &/-]{2,40}):\s")
-#: The words of the section labels under which an abstract reports what it found (NLM's categories RESULTS and
-#: CONCLUSIONS), as against BACKGROUND, OBJECTIVE and METHODS, which state what was asked and how.
-FINDING_SECTION_WORDS = frozenset("RESULT RESULTS FINDINGS CONCLUSION CONCLUSIONS INTERPRETATION DISCUSSION".split())
-
 #: The stock phrases that lead into an abstract's unnamed subject ("In this work, we ...", "To this end, we ...").
 STOCK_LEAD = (r"(?:in|with|through) (?:this|our|the present) (?:work|paper|study|article|research),?\s+"
               r"|here,?\s+|to (?:this|that) end,?\s+")
 #: Any other short lead clause before a comma ("To address these limits, we ..."); none holding a digit, so "At
 #: 10% memory, we ..." keeps the lead that qualifies its number.
 CLAUSE_LEAD = r"[^,.;:\d]{1,60},\s+"
-#: A coordinating conjunction opening a sentence that continues the one before it in its abstract ("And training on
-#: ... can make ..."); an answer's sentence stands alone, so it goes.
-LEADING_CONJUNCTION = re.compile(r"^(?:and|but|yet|or)\s+(?=[a-z])", re.IGNORECASE)
 #: Openings that do not name their subject: a written sentence may not start with one.
 PRONOUN_OPENING = re.compile(
     rf"^\s*(?:{STOCK_LEAD}|{CLAUSE_LEAD})?(?:we|our|us|this|these|those|it|its|they|their|here)\b",
@@ -140,32 +74,6 @@ PRONOUN_OPENING = re.compile(
 
 #: A number as written: digits with separators and decimals, an optional sign, range, percent or multiplier.
 NUMBER = re.compile(r"(?<![\w.])[-+−]?\d+(?:[.,]\d+)*(?:\s?[%‰]|×|x(?![a-z]))?", re.IGNORECASE)
-#: Numbers written as words ("three times", "twice", "a dozen"): an amount stated without digits.
-NUMBER_WORDS = frozenset(
-    """zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen
-    eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred hundreds thousand thousands
-    million millions billion billions trillion once twice thrice half double triple quadruple dozen dozens
-    tenfold hundredfold""".split()
-)
-
-
-def states_number(text: str, besides: str = "") -> bool:
-    """Whether ``text`` states a number, in digits or in words (:data:`NUMBER_WORDS`), other than those ``besides``
-    states (a question's own: "How much faster than Gibbs et al. (2025) ...?" is not answered by "(2025)");
-    citation markers do not count.
-
-    >>> states_number("ASMC reaches 80.6% [1]"), states_number("It learns three times faster")
-    (True, True)
-    >>> states_number("It is fast [2]")
-    False
-    >>> states_number("We build on Gibbs et al. (2025).", besides="How much faster than Gibbs et al. (2025)?")
-    False
-    """
-    words = set(re.findall(r"[a-z]+", besides.lower()))
-    return bool(set(number_values(text)) - set(number_values(besides))) or any(
-        w in NUMBER_WORDS and w not in words for w in re.findall(r"[a-z]+", text.lower()))
-
-
 #: A citation marker: ``[2]``, ``[1, 3]``, ``[1][3]`` (each bracket separately), ``[1-3]`` (a range).
 CITATION_MARKER = re.compile(r"\[\s*(\d{1,3}(?:\s*(?:[,;]|[-–])\s*\d{1,3})*)\s*\]")
 

@@ -128,75 +128,8 @@ def names_in(text: str) -> list[str]:
     return [candidate for candidate in _COINED.findall(fold(text)) if _own_part(candidate)]
 
 
-#: A sentence's opening proper name: two or more capitalised words, after an optional "The" ("Autoregressive
-#: Metropolis Hastings is ...", "The Platonic Transformer respects ..."), or one name-shaped token ("GRPO reaches ...").
-_LEADING_NAME = re.compile(r"^(?:[Tt]he\s+)?(?P<name>[A-Z][\w-]*(?:\s+[A-Z][\w-]*)+|[\w-]+)(?=[\s,(])")
-
-
-def leading_name(sentence: str) -> str | None:
-    """The proper name ``sentence`` opens with, which English makes its subject: two or more capitalised words or
-    one name-shaped token (:func:`names_in`); ``None`` for a sentence that opens otherwise (a single capitalised
-    word, a function word, a pronoun).
-
-    >>> leading_name("Autoregressive Metropolis Hastings is inherently serial"), leading_name("GRPO reaches 50%")
-    ('Autoregressive Metropolis Hastings', 'GRPO')
-    >>> leading_name("On MATH500 at the same budget, ASMC attains 80.6%"), leading_name("Deployment is the bottleneck")
-    (None, None)
-    """
-    match = _LEADING_NAME.match(fold(sentence).strip())
-    if match is None or match["name"].split()[0].lower() in FUNCTION_WORDS:
-        return None
-    name = match["name"]
-    return name if " " in name or names_in(name) == [name] else None
-
-
-def abbreviates(short: str, long: str) -> bool:
-    """Whether ``short`` is made of the initials of ``long``'s words, function words left out ("APM" of "Admixture
-    of Poisson MRFs", "DCS" of "Dynamic Cell Structures"); case, hyphens and a plural "s" ignored.
-
-    >>> abbreviates("APM", "Admixture of Poisson MRFs"), abbreviates("DCS", "Dynamic Cell Structures")
-    (True, True)
-    >>> abbreviates("ASMC", "Autoregressive Metropolis Hastings")
-    False
-    """
-    letters = re.sub(r"[\W_]+", "", fold(short)).lower()
-    initials = "".join(word[0] for word in _words(long).split() if word not in FUNCTION_WORDS)
-    return len(initials) >= 2 and letters in (initials, initials + "s")
-
-
-def names_of_class(noun: str, text: str, asked: Sequence[str] = (), adjacent: bool = True) -> bool:
-    """Whether ``text`` names a thing of the class ``noun`` (singular or plural) that is not among the names
-    ``asked``: a name-shaped token right before the noun in either number ("on the OLMoE-1B-7B architecture", "the
-    MIMIC-IV datasets") or after "<noun> called/named" ("a benchmark called K-live"); not ``adjacent``: the noun
-    and such a name anywhere in ``text`` ("three databases (PubMed, Embase and Cochrane Library)").
-
-    >>> names_of_class("architecture", "We run it on the OLMoE-1B-7B architecture: two variants.")
-    True
-    >>> names_of_class("viruses", "Cells infected with the SARS-CoV-2 virus."), names_of_class("llms", "GPT-4 LLM")
-    (True, True)
-    >>> text = "We searched three databases (PubMed, Embase and Cochrane Library)."
-    >>> names_of_class("databases", text), names_of_class("databases", text, adjacent=False)
-    (False, True)
-    >>> names_of_class("architecture", "It employs a dual-view architecture."), names_of_class(
-    ...     "dataset", "We test HELIX on the ETTh1 dataset.", asked=["ETTh1"])
-    (False, False)
-    """
-    stems = {noun, noun[:-1] if noun.endswith("s") else noun, noun[:-2] if noun.endswith("es") else noun}
-    noun = "(?:" + "|".join(map(re.escape, sorted(stems, key=len, reverse=True))) + ")"
-    asked_folded = {fold(name).lower() for name in asked}
-    if not adjacent:
-        return re.search(rf"\b{noun}(?:s|es)?\b", fold(text), re.IGNORECASE) is not None and any(
-            name.lower() not in asked_folded for name in names_in(text))
-    pattern = rf"({_NAME})\s+{noun}(?:s|es)?\b|\b{noun}(?:s|es)?\s+(?:called|named|dubbed)\s+({_NAME})"
-    for match in re.finditer(pattern, fold(text), re.IGNORECASE):
-        name = match.group(1) or match.group(2)
-        if _COINED.fullmatch(name) and _own_part(name) and name.lower() not in asked_folded:
-            return True
-    return False
-
-
-#: A title's head before its colon is the paper's name when it has at most this many words ("Harmonic-NAS:
-#: Hardware-Aware Multimodal ...", "Avoid Everything: Model-Free ...").
+#: A title's head before its colon is the paper's name when it has at most this many words ("FrostVault: Cold
+#: Storage of Seeds", "Kiln Loops: ...").
 MAX_TITLE_HEAD_WORDS = 4
 
 
@@ -328,8 +261,8 @@ def question_names(question: str) -> list[str]:
     folded = fold(question)
     quoted = list(_QUOTED.finditer(folded))
     found = [(match.start(1), match.group(1).strip()) for match in quoted]
-    for match in reversed(quoted):  # the rest is read without the quoted titles
-        folded = folded[: match.start()] + " " * (match.end() - match.start()) + folded[match.end():]
+    for quote in reversed(quoted):  # the rest is read without the quoted titles
+        folded = folded[: quote.start()] + " " * (quote.end() - quote.start()) + folded[quote.end():]
     found += [(folded.find(name), name) for name in dict.fromkeys(names_in(folded))]
     words = list(re.finditer(r"[^\s,;:?!()]+", folded))
     run: list[tuple[int, str]] = []  # (offset, word) of the capitalised words in a row

@@ -1,158 +1,99 @@
-"""The answering runner: one pipeline of components over one :class:`~citerag.service.answering.state.AnswerState`,
-used by ``/ask`` (JSON and server-sent events), the OpenAI-compatible route, ``citerag ask`` / ``chat`` and
-``citerag eval``.
-
-A component is any object with a ``name`` (its stage in ``timings_ms``) and ``run(state) -> None``. The runner
-runs them in order, times each (ms), stops at an abstention (or when a stream's listener asks to stop), and adds
-the ``total``.
+"""The answering pipeline, used by ``/ask`` (JSON and server-sent events), the OpenAI-compatible route,
+``citerag ask`` / ``chat`` and ``citerag eval``: analyse -> retrieve -> the question kind's recipe (read, judge,
+write, verify) -> compose, each stage timed (ms) into the answer's ``timings_ms``.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Protocol
 
 from citerag.index.backend import Searcher
 from citerag.index.filters import Filters
-from citerag.service.answering.compose import Compose
-from citerag.service.answering.evidence import EVIDENCE_SENTENCES, Encode, SelectEvidence
-from citerag.service.answering.judge import CLOSE_COSINE, MIN_CONFIDENCE, MIN_CONFIDENCE_UNSEEN, Judge, JudgePapers
-from citerag.service.answering.prompts import FIXED_MESSAGES
-from citerag.service.answering.question import Analyse
-from citerag.service.answering.retrieve import MIN_DENSE_SCORE, Retrieve
-from citerag.service.answering.state import Answer, AnswerState, OnEvent
-from citerag.service.answering.topics import Topics
-from citerag.service.answering.verify import Verify
-from citerag.service.answering.whole_paper import MAX_DOCUMENTS, ReadPaper
-from citerag.service.answering.write import MAX_ANSWER_TOKENS, Write
+from citerag.service.answering.compose import compose
+from citerag.service.answering.config import AnswerConfig
+from citerag.service.answering.model import Model
+from citerag.service.answering.papers import Reader
+from citerag.service.answering.prompts import paper_prefix
+from citerag.service.answering.question import analyse
+from citerag.service.answering.recipes import RECIPES, Recipe, Tools
+from citerag.service.answering.retrieve import retrieve
+from citerag.service.answering.types import Answer, OnEvent, Outcome, Stopped, Trace
 from citerag.service.conversation import Turn
-from citerag.service.generator import Generator
-
-
-class Component(Protocol):
-    """One step of the pipeline: it reads and fills its part of the state."""
-
-    name: str
-
-    def run(self, state: AnswerState) -> None: ...
 
 
 class AnswerPipeline:
-    """Runs ``components`` in order over one question's state (module docstring).
-
-    Args:
-        components: the steps, in data-flow order.
-        searcher: the searcher the retrieve step uses.
-        default_k: passages retrieved when a call gives no ``k``.
-        generator: the chat model the steps share (``None`` for a pipeline without one), for operators.
-    """
-
-    def __init__(
-        self, components: Sequence[Component], searcher: Searcher | None, default_k: int = 8,
-        generator: Generator | None = None,
-    ) -> None:
-        self.components = list(components)
-        self.retriever = searcher
-        self.default_k = default_k
-        self.generator = generator
-
-    def run(self, state: AnswerState) -> AnswerState:
-        """Run the components over ``state`` and return it, with ``timings_ms`` filled."""
-        started = time.perf_counter()
-        for component in self.components:
-            tic = time.perf_counter()
-            component.run(state)
-            state.timings_ms[component.name] = (time.perf_counter() - tic) * 1000
-            if state.abstained or state.stopped:
-                break
-        state.timings_ms["total"] = (time.perf_counter() - started) * 1000
-        return state
-
-    def ask(
-        self,
-        question: str,
-        k: int | None = None,
-        filters: Filters | None = None,
-        history: Sequence[Turn] = (),
-        on_event: OnEvent | None = None,
-        keep: Sequence[str] = (),
-    ) -> Answer:
-        """Answer ``question`` (a follow-up made standalone from ``history``) from the top-``k`` passages, or
-        abstain; ``on_event`` receives the stream's events (:data:`~citerag.service.answering.state.EventKind`);
-        ``keep`` names documents to keep as retrieval candidates."""
-        state = AnswerState(question=question, history=history, k=k or self.default_k, filters=filters,
-                            keep=tuple(keep), on_event=on_event)
-        return Answer.of(self.run(state))
-
-
-def retrieval_pipeline(searcher: Searcher, default_k: int = 8,
-                       min_dense_score: float = MIN_DENSE_SCORE) -> AnswerPipeline:
-    """Analyse and retrieve only, no model: its answers abstain with the retrieved passages (``"not asked"``), for
-    retrieval-only evaluation."""
-    return AnswerPipeline([Analyse(), Retrieve(searcher, min_dense_score), _NotAsked()], searcher, default_k)
-
-
-class _NotAsked:
-    name = "not_asked"
-
-    def run(self, state: AnswerState) -> None:
-        state.abstain("not asked")
-
-
-def evidence_pipeline(
-    searcher: Searcher,
-    generator: Generator,
-    encode: Encode,
-    default_k: int = 8,
-    min_dense_score: float = MIN_DENSE_SCORE,
-    evidence_sentences: int = EVIDENCE_SENTENCES,
-    min_confidence: float = MIN_CONFIDENCE,
-    min_confidence_unseen: float = MIN_CONFIDENCE_UNSEEN,
-    max_answer_tokens: int = MAX_ANSWER_TOKENS,
-    second_look: bool = True,
-    judge_papers: bool = True,
-    close_cosine: float = CLOSE_COSINE,
-    topics_dir: Path | None = None,
-    whole_paper_documents: int = MAX_DOCUMENTS,
-) -> AnswerPipeline:
-    """The default pipeline: analyse -> retrieve -> select evidence -> judge papers -> read paper -> judge -> write
-    -> verify -> compose.
+    """Answers questions over ``searcher`` (module docstring).
 
     Args:
         searcher: a :class:`~citerag.index.retrieve.Retriever` or a backend.
-        generator: the loaded chat model.
-        encode: the dense encoder (``list[str] -> (n, dim) float32``, L2-normalised rows), for evidence scoring.
-        default_k: passages retrieved per question when a call gives no ``k``.
-        min_dense_score, evidence_sentences, min_confidence, min_confidence_unseen, max_answer_tokens, second_look,
-            close_cosine: the components' settings (see each); ``min_confidence`` is also the P(yes) a yes/no
-            question's "yes" needs (:data:`~citerag.service.answering.write.MIN_YES`).
-        judge_papers: judge each candidate paper of a which-papers question (:class:`~citerag.service.answering.
-            judge.JudgePapers`; a second judgement over each passing paper read whole, when the read-paper step
-            is on); off, the papers whose best sentence scores half the best one's are named.
-        topics_dir: where unnamed papers' topic phrases are kept (:class:`~citerag.service.answering.topics.Topics`;
-            ``None``: in memory only).
-        whole_paper_documents: the largest corpus whose papers are read whole (:class:`~citerag.service.answering.
-            whole_paper.ReadPaper`; 0: never; only with a generator that has a ``state_dir``).
+        model: the model's calls over papers (``None`` with the default recipes: retrieval only, every answer
+            abstains, "not asked").
+        config: the answering configuration.
+        recipes: the recipe of each question kind (default :data:`~citerag.service.answering.recipes.RECIPES`; a
+            test's stand-ins need no model).
     """
-    generator.fixed_messages = FIXED_MESSAGES  # the cache keeps the system prompt and the worked example
-    describe = Topics(generator, topics_dir)
-    read_paper = ReadPaper(generator, searcher, whole_paper_documents)
-    return AnswerPipeline(
-        [
-            Analyse(),
-            Retrieve(searcher, min_dense_score),
-            SelectEvidence(encode, evidence_sentences, judged_papers=judge_papers),
-            *([JudgePapers(generator, describe=describe, read_paper=read_paper)] if judge_papers else []),
-            read_paper,
-            Judge(generator, searcher, min_confidence, min_confidence_unseen, second_look, close_cosine),
-            # a "yes" needs what every answer needs; over a large corpus a yes/no question's paper is read whole too
-            Write(generator, max_answer_tokens, min_yes=min_confidence, second_reading=read_paper.second_reading),
-            Verify(describe=describe),
-            Compose(),
-        ],
-        searcher,
-        default_k,
-        generator,
-    )
+
+    def __init__(self, searcher: Searcher, model: Model | None, config: AnswerConfig | None = None,
+                 recipes: dict[str, Recipe] | None = None) -> None:
+        self.retriever = searcher
+        self.model = model
+        self.config = config or AnswerConfig()
+        self.recipes = recipes or RECIPES
+        self.asks_model = model is not None or recipes is not None
+        self.reader = Reader(searcher, self.config)
+        self.generator = model.generator if model is not None else None
+
+    @property
+    def default_k(self) -> int:
+        """Passages retrieved when a call gives no ``k``."""
+        return self.config.k
+
+    def ask(self, question: str, k: int | None = None, filters: Filters | None = None, history: Sequence[Turn] = (),
+            on_event: OnEvent | None = None, keep: Sequence[str] = ()) -> Answer:
+        """Answer ``question`` (a follow-up made standalone from ``history``) from the top-``k`` passages, or
+        abstain; ``on_event`` receives the stream's events (:data:`~citerag.service.answering.types.EventKind`);
+        ``keep`` names documents to keep as retrieval candidates."""
+        trace = Trace(on_event)
+        started = time.perf_counter()
+        with trace.stage("analyse"):
+            analysed = analyse(question, history, keep)
+        trace.emit("question", analysed)
+        with trace.stage("retrieve"):
+            retrieved = retrieve(self.retriever, analysed, self.config, trace, k, filters)
+        trace.emit("passages", retrieved.passages)
+        passages = retrieved.passages
+        if retrieved.gap:
+            by = "retrieval_gap" if retrieved.passages else "retrieval"
+            outcome = Outcome.abstain(by, retrieved.gap)
+        elif not self.asks_model:
+            outcome = Outcome.abstain("not asked", "not asked")
+        else:
+            tools = Tools(self.model, self.reader, self.config, self.retriever)  # type: ignore[arg-type]
+            try:
+                passages, outcome = self.recipes[analysed.kind].answer(analysed, passages, tools, trace)
+            except Stopped:
+                outcome = Outcome.abstain("stopped", "the client stopped the answer")
+        with trace.stage("compose"):
+            answer = compose(analysed, passages, outcome, trace)
+        trace.timings_ms["total"] = (time.perf_counter() - started) * 1000
+        answer.timings_ms = dict(trace.timings_ms)
+        answer.completion_tokens = trace.completion_tokens
+        answer.rules = tuple(trace.rules)
+        return answer
+
+    def read_ahead(self) -> int:
+        """Read every abstract-sized paper of a corpus of at most ``config.read_ahead_documents`` documents into
+        the paper-state cache (:meth:`~citerag.service.answering.states.PaperStates.read_ahead`); returns how
+        many were read (0 for a larger corpus, or without a model)."""
+        count = getattr(self.retriever, "count", None)
+        if self.model is None or count is None or count() > self.config.read_ahead_documents:
+            if self.model is not None:
+                self.model.states.ahead = "off"
+            return 0
+        return self.model.states.read_ahead(paper_prefix([paper]) for paper in self.reader.stored_papers())
+
+    @property
+    def papers_read_ahead(self) -> str:
+        """Where reading papers ahead stands: ``off``, ``not started``, ``reading``, ``done`` or ``failed``."""
+        return self.model.states.ahead if self.model is not None else "off"

@@ -24,43 +24,23 @@ from tests.service.answering.fixed import result
 GP = "0e4a7d0dfa0b289b"
 TEXT = "We employ vector-valued Gaussian processes to construct SE(3)-equivariant prior distributions."
 STAND_IN = f'''
-from citerag.service.answering import Citation
-from citerag.service.answering.question import Analyse
-from citerag.service.answering.runner import AnswerPipeline
-from tests.service.answering.fixed import result
+from tests.service.answering.fixed import StandInRecipe, result, stand_in_pipeline
 
 
-class Step:
-    """Stands for retrieval and answering: cites the GP-EquiFlow sentence when the question answered names
-    GP-EquiFlow; records what it was asked (the standalone question and the documents kept)."""
-
-    name = "stand_in"
-
-    def __init__(self):
-        self.asked = []
-
-    def run(self, state):
-        self.asked.append((state.info.text, tuple(state.info.keep)))
-        passage = result("{GP}", {TEXT!r}, title="GP-EquiFlow")
-        state.passages = [passage]
-        if "GP-EquiFlow" not in state.info.text:
-            state.abstain("no passage")
-            return
-        text = "GP-EquiFlow uses vector-valued Gaussian processes [1]."
-        state.emit("token", text)
-        state.answer, state.citations = text, [Citation(1, passage, 0, len({TEXT!r}))]
+def say(question):
+    """Cites the GP-EquiFlow sentence when the question answered names GP-EquiFlow, else abstains."""
+    return "GP-EquiFlow uses vector-valued Gaussian processes" if "GP-EquiFlow" in question.text else None
 
 
-class StandIn(AnswerPipeline):
-    """The real analyse step (follow-ups made standalone), then :class:`Step`."""
+class StandIn:
+    """The real analyse and retrieve steps (follow-ups made standalone) over the GP-EquiFlow sentence, then a
+    stand-in recipe that records what it was asked (the standalone question and the documents kept)."""
 
-    def __init__(self):
-        self.step = Step()
-        super().__init__([Analyse(), self.step], None)
-
-    @property
-    def asked(self):
-        return self.step.asked
+    def __new__(cls):
+        recipe = StandInRecipe(say)
+        pipeline = stand_in_pipeline(recipe, [result("{GP}", {TEXT!r}, title="GP-EquiFlow")])
+        pipeline.recipe = recipe
+        return pipeline
 '''
 
 
@@ -69,6 +49,7 @@ def stand_in(monkeypatch):  # noqa: ANN201
     namespace: dict = {}
     exec(STAND_IN, namespace)  # noqa: S102 - the same stand-in the pseudo-terminal test runs in its child
     answerer = namespace["StandIn"]()
+    answerer.asked = answerer.recipe.asked
     monkeypatch.setattr("citerag.service.cli._open_library", lambda settings: Library(None, lambda: answerer))
     return answerer
 
@@ -80,7 +61,8 @@ def test_chat_reads_follow_ups_with_the_conversation_and_leaves_at_end_of_input(
     assert stand_in.asked == [("What does GP-EquiFlow do?", ()),
                               ("What does GP-EquiFlow use to build its priors?", (GP,))]
     assert "answering: What does GP-EquiFlow use to build its priors?" in out.stdout
-    assert out.stdout.count("GP-EquiFlow uses vector-valued Gaussian processes [1].") == 4  # streamed + checked, x2
+    assert out.stdout.count("GP-EquiFlow uses vector-valued Gaussian processes") == 4  # streamed + checked, x2
+    assert out.stdout.count("GP-EquiFlow uses vector-valued Gaussian processes [1].") == 2  # checked: cited
     assert out.stdout.count("│ [1] │ GP-EquiFlow") == 2  # the sources table of each turn
 
 

@@ -19,7 +19,7 @@ from citerag.service.conversation import (
     subject_of,
 )
 from citerag.service.openai_compat import ChatRequest
-from tests.service.answering.fixed import ML, PUBMED, result
+from tests.service.answering.fixed import KILNS, SEEDS, result
 
 
 def user(text: str) -> Turn:
@@ -103,22 +103,24 @@ def test_assistant_text_never_enters_the_question() -> None:
 
 def test_a_previous_answer_is_never_cited() -> None:
     """Even when the model repeats a planted claim, only retrieved passages are cited, and only for what they say."""
-    from citerag.service.answering.runner import evidence_pipeline
-    from tests.conftest import HashEmbedder
-    from tests.service.answering.fixed import COVID, FixedGenerator, FixedSearcher
+    from citerag.service.answering.config import AnswerConfig
+    from citerag.service.answering.model import Model
+    from citerag.service.answering.runner import AnswerPipeline
+    from citerag.service.answering.states import PaperStates
+    from tests.service.answering.fixed import SEEDS, TRIAL, FixedGenerator, FixedSearcher
 
-    planted = "ZIDOVUDINE ENROLLED 5000 MOTHERS."
-    searcher = FixedSearcher([result("covid", COVID), result("pubmed", PUBMED, rank=2)])
-    generator = FixedGenerator("Zidovudine enrolled 5000 mothers [1]. The study enrolled 197 mothers in Zimbabwe [3].")
-    history = [user("What is the main cause of HIV-1 infection in children?"),
-               Turn("assistant", f"{planted} [1] [2]", ("covid",))]
-    answer = evidence_pipeline(searcher, generator, HashEmbedder().encode).ask(
-        "How many mothers did the study enrol?", k=2, history=history)
-    assert planted.lower() not in answer.question.lower() and "zidovudine" not in answer.answer.lower()
-    assert answer.answer == "The study enrolled 197 mothers in Zimbabwe [1]."
+    planted = "FROSTVAULT STORED 5000 SEEDS ON THE MOON."
+    searcher = FixedSearcher([result("seeds", SEEDS), result("trial", TRIAL, rank=2)])
+    generator = FixedGenerator("FrostVault stored 5000 seeds on the moon. FrostVault keeps 94.5% of seeds viable "
+                               "after 30 years.")
+    history = [user("What does FrostVault do?"), Turn("assistant", f"{planted} [1] [2]", ("seeds",))]
+    pipeline = AnswerPipeline(searcher, Model(generator, PaperStates(generator, 0), 120), AnswerConfig())
+    answer = pipeline.ask("How long does it keep seeds viable?", k=2, history=history)
+    assert planted.lower() not in answer.question.lower() and "moon" not in answer.answer.lower()
+    assert answer.answer == "FrostVault keeps 94.5% of seeds viable after 30 years [1]."
     assert answer.citations and all(c.result in answer.passages for c in answer.citations)  # retrieved passages only
-    assert COVID[answer.citations[0].start:answer.citations[0].end] == "The study enrolled 197 mothers in Zimbabwe."
-    assert all("ZIDOVUDINE" not in p.passage.text for p in answer.passages)
+    assert SEEDS[answer.citations[0].start:answer.citations[0].end].startswith("FrostVault keeps 94.5%")
+    assert all("MOON" not in p.passage.text for p in answer.passages)
 
 
 def test_no_history_means_no_rewrite() -> None:
@@ -128,7 +130,7 @@ def test_no_history_means_no_rewrite() -> None:
 
 
 def test_kept_documents_take_the_last_slot_only_when_none_was_retrieved() -> None:
-    found = [result("a", ML), result("b", PUBMED, rank=2)]
+    found = [result("a", SEEDS), result("b", KILNS, rank=2)]
     kept = result("gp", "GP-EquiFlow builds priors from vector-valued Gaussian processes.")
     assert keep_candidates(found, ["a"], lambda ids: [kept]) == found
     assert keep_candidates(found, [], lambda ids: [kept]) == found
@@ -163,32 +165,18 @@ def test_chat_history_is_the_user_and_assistant_messages_before_the_last_questio
                                  Turn("assistant", "It predicts N-body trajectories [1].")]
 
 
-class Recorder:
-    """A pipeline step standing for retrieval and answering: it records the question the analyse step made
-    standalone and the documents it keeps as candidates, and answers "ok"."""
-
-    name = "record"
-
-    def __init__(self) -> None:
-        self.retrieved: list[tuple] = []
-
-    def run(self, state) -> None:  # noqa: ANN001 - AnswerState
-        self.retrieved.append((state.info.text, tuple(state.info.keep)))
-        state.answer = "ok"
-
-
 @pytest.fixture()
 def client() -> TestClient:
+    """The real app over the real analyse and retrieve steps and a stand-in recipe that records the question made
+    standalone and the documents kept as candidates, and answers "ok"."""
+    from tests.service.answering.fixed import StandInRecipe, stand_in_pipeline
     from tests.service.test_streaming import app_over
 
-    from citerag.service.answering.question import Analyse
-    from citerag.service.answering.runner import AnswerPipeline
-
-    recorder = Recorder()
-    app = app_over(AnswerPipeline([Analyse(), recorder], searcher=None))
+    recipe = StandInRecipe(lambda question: "ok")
+    app = app_over(stand_in_pipeline(recipe, [result("gp", "GP-EquiFlow builds priors from Gaussian processes.")]))
     app.state.service.history_max_turns, app.state.service.history_max_chars = 4, 200  # as CITERAG_HISTORY_MAX_*
     test_client = TestClient(app)  # the lifespan is not run: the stand-in stays
-    test_client.recorder = recorder
+    test_client.recorder = recipe
     yield test_client
     test_client.close()
 
@@ -201,7 +189,7 @@ def test_ask_answers_the_standalone_question_and_says_so(client) -> None:
     body = client.post("/ask", json={"question": "What does it use to build its priors?", "history": HISTORY}).json()
     assert body["question"] == "What does it use to build its priors?"
     assert body["question_used"] == "What does GP-EquiFlow use to build its priors?"
-    assert client.recorder.retrieved == [("What does GP-EquiFlow use to build its priors?", ("gp",))]
+    assert client.recorder.asked == [("What does GP-EquiFlow use to build its priors?", ("gp",))]
     plain = client.post("/ask", json={"question": "How many parameters does EDEN have?"}).json()
     assert plain["question_used"] == plain["question"] == "How many parameters does EDEN have?"
 

@@ -258,30 +258,17 @@ def test_math_is_rendered_as_mathml_and_the_highlight_covers_exactly_the_cited_c
     page.screenshot(path=str(MATH_SCREENSHOT), full_page=True)
 
 
-class EchoStep:
-    """Stands for retrieval and answering (no index, no model): answers "Answer to: <question answered>" from no
-    passages, streams it, and records the documents the analyse step kept for a follow-up."""
-
-    name = "echo"
-
-    def __init__(self) -> None:
-        self.kept: list[tuple[str, ...]] = []
-
-    def run(self, state) -> None:  # noqa: ANN001 - AnswerState
-        self.kept.append(tuple(state.info.keep))
-        state.answer = f"Answer to: {state.info.text}"
-        state.emit("token", state.answer)
-
-
 @pytest.fixture(scope="module")
-def echo_server() -> Iterator[tuple[str, EchoStep]]:
-    from citerag.service.answering.question import Analyse
-    from citerag.service.answering.runner import AnswerPipeline
+def echo_server() -> Iterator[tuple[str, object]]:
+    """Stands for retrieval and answering (no index, no model): answers "Answer to: <question answered>", streams
+    it, and records the documents the analyse step kept for a follow-up."""
+    from tests.service.answering.fixed import StandInRecipe, result, stand_in_pipeline
     from tests.service.test_streaming import app_over
 
-    step = EchoStep()
-    with serving(app_over(AnswerPipeline([Analyse(), step], searcher=None)), lifespan="off") as url:
-        yield url, step
+    recipe = StandInRecipe(lambda question: f"Answer to: {question.text}")
+    answerer = stand_in_pipeline(recipe, [result("gp", "GP-EquiFlow builds priors from Gaussian processes.")])
+    with serving(app_over(answerer), lifespan="off") as url:
+        yield url, recipe
 
 
 def ask_on_page(page: Page, question: str) -> dict:
@@ -302,14 +289,15 @@ def test_a_follow_up_is_sent_with_the_thread_which_survives_a_reload(page: Page,
     second = ask_on_page(page, "What does it use to build its priors?")
     assert second["history"] == [
         {"role": "user", "content": "What does GP-EquiFlow do?"},
-        {"role": "assistant", "content": "Answer to: What does GP-EquiFlow do?", "doc_ids": []},
+        {"role": "assistant", "content": "Answer to: What does GP-EquiFlow do? [1].", "doc_ids": ["gp"]},
     ]
     # the answer box shows the latest turn and the standalone question it answered; the thread the earlier one
     assert page.locator("#asked").inner_text() == ("Q: What does it use to build its priors? (answered as: What does "
                                                    "GP-EquiFlow use to build its priors?)")
-    assert page.locator("#answer > p").first.inner_text() == "Answer to: What does GP-EquiFlow use to build its priors?"
+    assert page.locator("#answer > p").first.inner_text() == ("Answer to: What does GP-EquiFlow use to build its "
+                                                              "priors? [1].")
     assert page.locator("#thread li p").all_inner_texts() == ["Q: What does GP-EquiFlow do?",
-                                                              "Answer to: What does GP-EquiFlow do?"]
+                                                              "Answer to: What does GP-EquiFlow do? [1]."]
 
     page.reload()
     page.wait_for_selector("#app[data-state=done]")

@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ["choice", "compose", "evidence", "language", "names", "question", "subject", "topics", "verify", "write"]
+MODULES = ["choice", "compose", "language", "names", "papers", "prompts", "question", "verify", "recipes.yes_no"]
 
 
 @pytest.mark.parametrize("name", MODULES)
