@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import get_args
+from typing import Literal, get_args
 
 import bm25s
 import numpy as np
@@ -120,7 +120,7 @@ class CorpusTokens:
         tokens were kept: an update then re-tokenises every passage)."""
         if not all((directory / name).is_file() for name in cls.FILES):
             return None
-        mode = "r" if mmap else None
+        mode: Literal["r"] | None = "r" if mmap else None
         vocab = json.loads((directory / cls.FILES[2]).read_text(encoding="utf-8"))
         return cls(vocab, np.load(directory / cls.FILES[0], mmap_mode=mode), np.load(directory / cls.FILES[1], mmap_mode=mode))
 
@@ -320,7 +320,8 @@ class BM25Index:
             self.tokens.save(directory)
 
     @classmethod
-    def load(cls, directory: Path, size: int, k1: float, b: float, method: str, mmap: bool = True) -> BM25Index:
+    def load(cls, directory: Path, size: int, k1: float, b: float, method: BM25Method,
+             mmap: bool = True) -> BM25Index:
         """Load an index written by :meth:`save` (memory-mapped by default) for ``size`` passages."""
         index = cls(k1=k1, b=b, method=method)
         index.size = size

@@ -227,8 +227,8 @@ def write_index(
             if sources is not None:
                 SourceStates(store.root).put(live.path, sources)
             return live.path, plan.report(0, live.path.name)
-        entry = None if replace else {"documents": [*plan.changed.values(), *plan.updated.values()],
-                                      "doc_ids": plan.deleted}
+        entry: dict[str, list] | None = None if replace else {
+            "documents": [*plan.changed.values(), *plan.updated.values()], "doc_ids": plan.deleted}
         return _logged(
             store, live, options, reset_sources, entry,
             lambda seq, before_current: _apply(store, embedder, config, live, plan, sources, options, seq,

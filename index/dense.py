@@ -29,12 +29,15 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-import faiss
+import faiss as _faiss
 import numpy as np
 
 from citerag.index.types import DenseSetting, Hit, Ranking
+
+#: faiss's SWIG bindings ship incomplete annotations (index subclasses' fields, search parameters): read as Any.
+faiss: Any = _faiss
 
 DenseKind = Literal["flat", "hnsw", "ivf-sq8"]
 KINDS: tuple[DenseKind, ...] = ("flat", "hnsw", "ivf-sq8")
@@ -343,13 +346,13 @@ class DenseIndex:
             selector = selector or RowSelector(allowed)
             if selector.empty:
                 return Ranking.empty()
-        sel = selector.faiss if allowed is not None else None
+        sel = selector.faiss if selector is not None and allowed is not None else None
         if isinstance(self._index, faiss.IndexHNSW):
             ef = max(self.ef_search, k)
             params = faiss.SearchParametersHNSW(efSearch=ef, sel=sel) if sel is not None else self._hnsw_params(ef)
         elif isinstance(self._index, faiss.IndexIVF):
             # a filter allowing a fraction f of the rows scans nprobe / f ** IVF_FILTER_EXPONENT lists (at most all)
-            fraction = selector.allowed / size if allowed is not None else 1.0
+            fraction = selector.allowed / size if selector is not None and allowed is not None else 1.0
             nprobe = max(1, min(self.nlist, math.ceil(self.nprobe / fraction**IVF_FILTER_EXPONENT)))
             params = faiss.SearchParametersIVF(nprobe=nprobe, sel=sel)
         else:

@@ -13,6 +13,8 @@ from cachetools import LRUCache
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
+    from citerag.index.embed_onnx import FastTokenizer
+
 
 class Embedder(Protocol):
     """What the index needs from an encoder (a deterministic stand-in may implement it in unit tests)."""
@@ -29,8 +31,15 @@ class ModelEmbedder(Embedder, Protocol):
     """An :class:`Embedder` backed by a real model, whose tokenizer and length limit the chunker needs
     (:class:`SentenceTransformerEmbedder`, :class:`~citerag.index.embed_onnx.OnnxEmbedder`)."""
 
-    max_seq_length: int
-    tokenizer: PreTrainedTokenizerBase
+    @property
+    def max_seq_length(self) -> int:
+        """The encoder's limit in word pieces, special tokens included."""
+        ...
+
+    @property
+    def tokenizer(self) -> PreTrainedTokenizerBase | FastTokenizer:
+        """The encoder's tokenizer (the chunker sizes passages with it)."""
+        ...
 
 
 class SentenceTransformerEmbedder:
@@ -61,6 +70,8 @@ class SentenceTransformerEmbedder:
         if dim is None:
             raise ValueError(f"cannot read the embedding dimension of {model_dir}")
         self.dim: int = dim
+        if self.model.max_seq_length is None:
+            raise ValueError(f"cannot read the length limit of {model_dir}")
         self.max_seq_length: int = self.model.max_seq_length
         self.tokenizer = self.model.tokenizer
 

@@ -27,7 +27,7 @@ from citerag.index.filters import Filters
 from citerag.index.retrieve import Retriever
 from citerag.index.search import SearchResult
 from citerag.index.store import IndexConfig, IndexStore, LoadedIndex, verify_files
-from citerag.index.types import Document, FusionMethod, Passage, RetrievalMode
+from citerag.index.types import DenseSetting, Document, FusionMethod, Passage, RetrievalMode
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +51,9 @@ class EmbeddedBackend(BackendBase):
         index: the live version, already loaded.
         open_retriever: makes the retriever for a loaded version (carries the fusion settings).
         embedder: encoder for new passages (may be a caching wrapper); the retriever has its own for queries.
-        chunker, config: as the live index was built with.
+        chunker: as the live index was built with.
+        config: as the live index was built with.
         dense_kind: ``"auto"``, ``"flat"``, ``"hnsw"`` or ``"ivf-sq8"`` for versions this backend writes.
-        on_swap: called with each new snapshot after a write (e.g. to update metrics).
     """
 
     name = "embedded"
@@ -66,7 +66,7 @@ class EmbeddedBackend(BackendBase):
         embedder: Embedder,
         chunker: Chunker,
         config: IndexConfig,
-        dense_kind: str = "auto",
+        dense_kind: DenseSetting = "auto",
     ) -> None:
         self.store = store
         self._open_retriever = open_retriever

@@ -134,6 +134,6 @@ def _places_of(runs: Sequence[Ranking], order: np.ndarray, starts: np.ndarray, b
     places = [[-1] * len(best) for _ in runs]
     for at, group in enumerate(best.tolist()):
         for position in positions[begins[group] : ends[group]]:  # in run order: a later place overwrites
-            run = bisect.bisect_right(offsets, position) - 1
-            places[run][at] = position - offsets[run]
+            which = bisect.bisect_right(offsets, position) - 1
+            places[which][at] = position - offsets[which]
     return np.array(places, dtype=np.int64).reshape(len(runs), len(best))

@@ -43,7 +43,7 @@ from citerag.index.sources import (
     sources_unchanged,
 )
 from citerag.index.store import IndexConfig, IndexStore, LoadedIndex, Verify
-from citerag.index.types import BM25Method, DenseSetting
+from citerag.index.types import BM25Method, DenseSetting, Document
 
 log = logging.getLogger(__name__)
 
@@ -247,7 +247,8 @@ def ensure_index(setup: IndexSetup, show_progress: bool = True) -> LoadedIndex:
             log.warning("the index's sources cannot be read (%s); serving the index as it is, not following them", exc)
             if index.config == wanted_config:
                 return index
-            upserts, deletes = [], []  # the sources stay recorded as they were, followed again once readable
+            upserts: list[Document] = []  # the sources stay recorded as they were, followed again once readable
+            deletes: list[str] = []
         else:
             records = records_by_source(paths, corpus)
             upserts, deletes = source_changes(state, index.documents, paths, corpus, records)

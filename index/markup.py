@@ -112,6 +112,8 @@ _TOKEN = re.compile(
     re.VERBOSE | re.DOTALL,
 )
 _COMMAND_STYLE: dict[str, Style] = {"emph": "em", "textit": "em", "textbf": "strong", "texttt": "code"}
+#: The style each Markdown marker's group (:data:`_TOKEN`'s ``strong``, ``em``, ``code``) opens.
+_MARKER_STYLE: dict[str, Style] = {"strong": "strong", "em": "em", "code": "code"}
 # Where an opened emphasis may close: the same marker after a non-space (CommonMark's "right-flanking" run, as
 # :func:`_closes` checks); a code span closes at the next backtick.
 _CLOSE = {
@@ -207,10 +209,10 @@ def _pieces(text: str, start: int, end: int, styles: tuple[Style, ...]) -> list[
             closing = next((c for c in _CLOSE[marker].finditer(text, match.end(), end) if _closes(text, c)), None)
             if closing is not None and len(marker) == 1 and marker in text[match.end():closing.start()]:
                 closing = None  # a single * or _ closes at the next one or not at all ("*1*1 and *2*2")
-            style = {"strong": "strong", "em": "em", "code": "code"}[kind]
+            style = _MARKER_STYLE[kind or ""]
             if closing is not None and "\n\n" not in text[match.end():closing.start()] \
                     and (kind != "em" or any(ch.isalpha() for ch in text[match.end():closing.start()])):
-                inner = (match.end(), closing.start(), styles + (style,))  # type: ignore[operator]
+                inner = (match.end(), closing.start(), styles + (style,))
                 close_end = closing.end()
             piece = Piece(match.start(), match.end(), "", "markup", styles)
         if (kind in ("href", "command", "strong", "em", "code")) and inner is None:

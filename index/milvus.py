@@ -197,7 +197,8 @@ class MilvusBackend(BackendBase):
         token: the server's token (``"user:password"`` or an API key); ignored by Milvus Lite.
         collection: prefix of the two collections.
         analyzer: ``"citerag"`` or ``"milvus"`` (module docstring).
-        bm25_k1, bm25_b: BM25 parameters (Lucene's defaults, as the embedded backend's).
+        bm25_k1: BM25's k1 (Lucene's default, as the embedded backend's).
+        bm25_b: BM25's b (Lucene's default, as the embedded backend's).
         candidates: top-N taken from each retriever before fusion (as :class:`~citerag.index.retrieve.Retriever`).
         rrf_k: the RRF constant (Cormack et al. 2009: 60), in both the client-side and the in-engine fusion.
         fusion: the default hybrid fusion, ``"rrf"`` or ``"weighted"`` (min-max). The embedded default,

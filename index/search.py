@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import FrozenInstanceError
-from typing import get_args
+from typing import Any, cast, get_args
 
 from citerag.index.fusion import bounded_score_fusion, reciprocal_rank_fusion, weighted_score_fusion
 from citerag.index.tables import DocumentTable, PassageTable
@@ -61,6 +61,7 @@ class SearchResult:
     # one tuple (rank, score, bm25_rank, dense_rank, bm25_score, dense_score, passage, document, tables, row,
     # doc_row): a result is made in one assignment (~0.3 us; eleven slots took ~2.5), ten a search
     __slots__ = ("_v",)
+    _v: tuple[Any, ...]
 
     def __init__(self, rank: int, passage: Passage, document: Document, score: float, bm25_rank: int | None,
                  dense_rank: int | None, bm25_score: float | None = None, dense_score: float | None = None) -> None:
@@ -116,7 +117,8 @@ class SearchResult:
             copy = SearchResult.__new__(SearchResult)
             _set(copy, "_v", values)
             return copy
-        return SearchResult(**{name: changes.get(name, getattr(self, name)) for name in RESULT_FIELDS})
+        fields: list[Any] = [changes.get(name, getattr(self, name)) for name in RESULT_FIELDS]
+        return SearchResult(*fields)
 
     def _values(self) -> tuple[object, ...]:
         return tuple(getattr(self, name) for name in RESULT_FIELDS)
@@ -213,7 +215,7 @@ def check_fusion(fusion: str, unsupported: Mapping[str, str] | None = None) -> F
         raise ValueError(f"fusion must be {_listed(supported)}, got {fusion!r}")
     if unsupported and fusion in unsupported:
         raise ValueError(f"fusion {fusion!r} {unsupported[fusion]}")
-    return fusion  # type: ignore[return-value] - checked against the Literal's values above
+    return cast(FusionMethod, fusion)  # checked against the Literal's values above
 
 
 def candidate_depth(candidates: int, k: int, one_per_doc: bool, mode: RetrievalMode) -> int:

