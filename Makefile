@@ -12,7 +12,7 @@ APT := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install serve test test-fast eval clean-index
+.PHONY: install serve test test-fast eval docs clean-index
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,12 @@ test-fast: $(STAMP)
 
 eval: $(STAMP)
 	$(VENV)/bin/citerag eval
+
+# The documentation site (mkdocs-material; API reference by mkdocstrings over the namespace laid out in build/src).
+docs: $(STAMP)
+	$(PY) docs/src_tree.py build/src
+	$(PY) docs/gen_configuration.py
+	$(VENV)/bin/mkdocs build --strict
 
 clean-index:
 	rm -rf .citerag

@@ -136,8 +136,8 @@ class _TableBM25(bm25s.BM25):
     given ``Tokenized(ids=<CorpusTokens>, vocab=<term -> id>)``. The score matrix is the same, value for value and
     dtype for dtype (``tests/index/test_bm25.py`` compares it with ``bm25s.BM25.index`` for every variant): the same
     average length, bm25s's own IDF, non-occurrence and term-frequency functions (``bm25s.scoring``) applied to
-    arrays, float32 scores in CSC form (int32 row indices, int64 column pointers). About 20x faster at 1M
-    passages (``bench/RESULTS.md``); the model saves and loads as any ``bm25s.BM25``.
+    arrays, float32 scores in CSC form (int32 row indices, int64 column pointers), built from arrays instead of
+    Python loops (the performance page measures it); the model saves and loads as any ``bm25s.BM25``.
     """
 
     def build_index_from_ids(self, unique_token_ids, corpus_token_ids, show_progress=True, leave_progress=False):
@@ -223,7 +223,7 @@ class BM25Index:
         # bm25s keeps one CSC column per vocabulary term: its length is the term's document frequency.
         self._df = np.diff(np.asarray(model.scores["indptr"])).astype(np.int64)
         # Plain ndarray views of bm25s's arrays (still memory-mapped when loaded so, nothing copied): slicing an
-        # np.memmap makes a memmap object each time, about 60 us a query over 60k passages (bench/RESULTS.md).
+        # np.memmap makes a memmap object each time, a cost paid on every query.
         scores = model.scores
         self._data, self._indices, self._indptr = (np.asarray(scores[key]) for key in ("data", "indices", "indptr"))
         self._dtype, self._int_dtype = np.dtype(model.dtype), np.dtype(model.int_dtype)
@@ -337,7 +337,7 @@ def top_k_hits(scores: np.ndarray, k: int, positive_only: bool = False) -> list[
     Ties are broken by the lower row also at the ``k``-th place, so a top-``k`` is always the first ``k`` of a deeper
     top-``k``. Only candidate rows (positive, or finite) are selected among, with ``np.partition`` on their values
     rather than ``np.argpartition`` on the whole vector: with numpy 2.x, argpartition of a BM25 score vector (mostly
-    tied zeros) cost 4x more at 100k passages (``bench/RESULTS.md``).
+    tied zeros) is several times slower.
 
     Args:
         scores: float array of shape ``(n,)``; ``-inf`` marks excluded rows.

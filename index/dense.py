@@ -5,7 +5,7 @@ Three index kinds, chosen by corpus size (``choose_kind``) or forced by a settin
 - ``flat``: ``IndexFlatIP``, exact; 4 * dim bytes per passage (1,536 B at 384-d); search time linear in size.
 - ``hnsw``: ``IndexHNSWFlat`` (Malkov & Yashunin 2018), approximate; the same float32 vectors plus the graph
   (about 2 * M * 4 B per passage at M = 32: ~256 B), so ~1.8 KB per passage at 384-d; search time roughly
-  logarithmic. ``efSearch`` trades recall for time (``bench/RESULTS.md`` has the measured Recall@10 vs flat).
+  logarithmic. ``efSearch`` trades recall for time (the performance page has the measured Recall@10 vs flat).
 - ``ivf-sq8``: ``IndexIVFScalarQuantizer`` (inverted file, Jégou et al., "Product quantization for nearest neighbor
   search", TPAMI 2011; here with 8-bit scalar codes instead of PQ): k-means splits the vectors into ``nlist`` lists
   (a flat coarse quantizer of ``nlist`` float32 centroids); each vector is stored as one byte per dimension (its
@@ -19,7 +19,7 @@ Three index kinds, chosen by corpus size (``choose_kind``) or forced by a settin
 
 Index files are opened memory-mapped (``faiss.IO_FLAG_MMAP_IFC``: flat codes, HNSW's vectors and IVF lists are
 zero-copy views of the file; HNSW's graph, ~260 B a passage, is still read), so opening a million passages takes
-10-110 ms instead of 0.5-9 s (bench/RESULTS.md, "Dense layouts") and the pages are shared by every process serving
+10-110 ms instead of 0.5-9 s (the performance page) and the pages are shared by every process serving
 the same version; such an index is read-only: :meth:`DenseIndex.extended` copies it.
 """
 
@@ -43,53 +43,36 @@ DenseKind = Literal["flat", "hnsw", "ivf-sq8"]
 KINDS: tuple[DenseKind, ...] = ("flat", "hnsw", "ivf-sq8")
 HNSW_M = 32  # graph degree (FAISS default for IndexHNSWFlat is 32)
 HNSW_EF_CONSTRUCTION = 80
-# Candidate-list size at query time. Measured Recall@10 against exact search for 200 title queries (bench/RESULTS.md):
-# 0.995 at 128 and 0.999 at 256 over 60,681 passages; over 1,031,577 passages (the same passages 17 times) 0.915 at
-# 128 and 0.955 at 256, for 0.37 -> 0.67 ms p50 a query: 256 keeps recall >= 0.95 at a million passages.
+# The constants below were chosen by measurement on 2 cores (the dense-layouts and search-latency benches); what was
+# measured and why each value was kept is on the documentation's performance page ("Dense index parameters").
+#: HNSW's candidate-list size at query time: keeps Recall@10 against exact search at or above 0.95 at a million
+#: passages.
 HNSW_EF_SEARCH = 256
-# Passages from which "auto" builds HNSW. Exact search scans every vector: 65-75 ns a passage on one core here
-# (p50 3.9-4.6 ms over 60,681 passages, hybrid 5.1-5.9 ms), so below 50,000 it stays near 3.5 ms and a hybrid search
-# under 5 ms; HNSW over the same 60,681 passages: dense 0.9 ms, hybrid 1.6 ms p50, Recall@10 0.999 at efSearch 256
-# (bench/RESULTS.md).
+#: Passages from which "auto" builds HNSW: below it exact search stays within a few ms a query.
 AUTO_HNSW_THRESHOLD = 50_000
-# Passages from which "auto" builds ivf-sq8 instead of HNSW. Below it HNSW's memory (1,808 B a passage: <= 360 MB) and
-# build (a minute or two) are affordable and its recall is the higher (0.999 at 60,681 passages); at 1,031,577
-# passages it needs 1.8 GB, builds in 341-634 s and reaches Recall@10 0.960-0.980 only at efSearch 256 (0.915 at 128
-# in an earlier run), where ivf-sq8 takes 395 B a passage, builds in 77-124 s and reaches 0.970-0.980 at nprobe 80
-# (bench/RESULTS.md, "Dense layouts").
+#: Passages from which "auto" builds ivf-sq8 instead of HNSW: above it HNSW's memory (~1.8 KB a passage) and build
+#: time outweigh its recall.
 AUTO_IVF_THRESHOLD = 200_000
-# IVF lists: IVF_LISTS_PER_SQRT * sqrt(n), rounded (2,031 at 1,031,577 passages). The FAISS wiki ("Guidelines to
-# choose an index") suggests 4 to 16 * sqrt(n) lists; fewer, longer lists make each query scan more codes but train
-# and add much faster (k-means costs ~ training points * nlist, adding ~ n * nlist). Measured at 1,031,577 passages
-# on 2 shared cores (load 5-10): train + add 54-57 s with 1,024 lists, 78-179 s with 2,031-2,048, 250-493 s with
-# 4,096 (HNSW32: 582-634 s); Recall@10 at nprobe 64: 0.970 with 1,024, 0.961-0.975 with 2,031, 0.976-0.985 with
-# 4,096; p50 at nprobe 64 (one thread, load 7-10): 7.7-9.4 ms, 3.1-3.7 ms, 1.9-2.1 ms. 2 * sqrt(n) is the middle.
+#: IVF lists: ``IVF_LISTS_PER_SQRT * sqrt(n)``, rounded; the FAISS wiki ("Guidelines to choose an index") suggests 4
+#: to 16 * sqrt(n); fewer, longer lists train and add much faster (k-means costs ~ training points * nlist).
 IVF_LISTS_PER_SQRT = 2.0
-# k-means training sample: this many vectors per list (FAISS samples them, seed 1234; FAISS runs 10 iterations for
-# IVF). FAISS warns under 39 per centroid and caps at 256 by default; training time grows linearly with it.
+#: k-means training sample: this many vectors per list (FAISS samples them, seed 1234; 10 iterations). FAISS warns
+#: under 39 per centroid and caps at 256 by default; training time grows linearly with it.
 IVF_TRAIN_PER_LIST = 64
 IVF_MIN_TRAIN_PER_LIST = 39  # never more lists than n / 39: each centroid gets FAISS's minimum of training points
-# Lists scanned per query. With 2,031 lists at 1,031,577 passages (noisy copies / exact copies): Recall@10
-# 0.956 / 0.975 at 48, 0.961 / 0.975 at 64, 0.970 / 0.980 at 80, 0.971 / 0.985 at 96; Recall@100 0.972 / 0.973 at
-# 80; p50 4.9 / 7.3 ms at 80 vs 3.4 / 3.7 ms at 64 under load 8-10 (bench/RESULTS.md, "Dense layouts"). 80 leaves
-# 0.02 over the 0.95 target; 64 left 0.011, about what another k-means run moves it (2,048 lists gave 0.970).
+#: Lists scanned per query: keeps Recall@10 at or above 0.95 with a margin at a million passages.
 IVF_NPROBE = 80
-# A search restricted to a fraction f of the rows scans nprobe / f ** IVF_FILTER_EXPONENT lists (at most all). Rows
-# outside the filter are skipped before their distance is computed, so scanning is cheap (all 2,031 lists of 1M
-# passages with a 1% filter: 13 ms p50, vs 83 ms unfiltered), but fewer allowed rows per list need more lists.
-# Measured at 1,031,577 noisy passages, nprobe 80, 100 queries, Recall@10 against exact filtered search / p50 ms, for
-# no widening, 1 / sqrt(f) and 1 / f: f = 0.5: 0.984 / 4.0, 0.986 / 5.9, 0.986 / 7.8; f = 0.1: 0.976 / 1.9,
-# 0.991 / 5.5, 0.996 / 16.6; f = 0.01: 0.925 / 0.8, 0.992 / 5.5, 0.993 / 13.2 (p99 with sqrt <= 17 ms; load ~5).
+#: A search restricted to a fraction f of the rows scans ``nprobe / f ** IVF_FILTER_EXPONENT`` lists (at most all):
+#: rows outside the filter are skipped before their distance is computed, so scanning is cheap, but fewer allowed
+#: rows per list need more lists.
 IVF_FILTER_EXPONENT = 0.5
-# An ivf-sq8 index is trained again (k-means over its reconstructed vectors and the new ones) when an add brings it
-# to a size for which ivf_lists() gives IVF_RETRAIN_GROWTH times its nlist: with nlist ~ sqrt(n) the corpus grew
-# ~4x since training (2x while it is small enough that the training-points cap, n // 39, sets nlist), so lists are
-# ~4x the rule's length and every probe scans ~4x the codes (slower; recall grows). Shrinking never retrains.
+#: An ivf-sq8 index is trained again (k-means over its reconstructed vectors and the new ones) when an add brings it
+#: to a size for which ivf_lists() gives IVF_RETRAIN_GROWTH times its nlist: with nlist ~ sqrt(n) the corpus grew
+#: ~4x since training (2x while it is small enough that the training-points cap, n // 39, sets nlist), so lists are
+#: ~4x the rule's length and every probe scans ~4x the codes (slower; recall grows). Shrinking never retrains.
 IVF_RETRAIN_GROWTH = 2
-# OpenMP threads FAISS may use for one query. A single query's flat scan split over threads waits at a barrier for
-# the slowest one: on a 2-core machine shared with other processes, exact search over 60k passages took p50 31 ms
-# with 2 threads and 6.4 ms with 1 (bench/RESULTS.md). The service runs concurrent requests, one search each, so
-# splitting one query buys no throughput either.
+#: OpenMP threads FAISS may use for one query: a single query's scan split over threads waits at a barrier for the
+#: slowest one, and the service runs concurrent requests, one search each, so splitting buys no throughput.
 SEARCH_THREADS = 1
 
 

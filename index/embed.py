@@ -81,7 +81,7 @@ class SentenceTransformerEmbedder:
         Returns:
             float32 array, shape ``(len(texts), dim)``, rows L2-normalised (inner product == cosine).
 
-        >>> SentenceTransformerEmbedder(embedding_model_dir()).encode(["EDEN"]).shape  # doctest: +SKIP
+        >>> SentenceTransformerEmbedder(embedding_model_dir()).encode(["FrostVault"]).shape  # doctest: +SKIP
         (1, 384)
         """
         if not texts:

@@ -49,7 +49,7 @@ DISABLED_OPTIMIZERS = ["SkipLayerNormFusion"]
 #: quantizer would otherwise index garbage silently). Measured: 0.991 on these probes, 0.988 at least over SciFact.
 MIN_PROBE_COSINE = 0.97
 _PROBES = [
-    "EDEN: a KV cache eviction method for long-context language models.",
+    "FrostVault: a cache eviction method for long-context language models.",
     "Mean pooling over the attention mask followed by L2 normalisation.",
     "The tumour suppressor p53 regulates apoptosis in response to DNA damage.",
     "Gradient descent converges at a rate of O(1/t) for smooth convex functions.",
@@ -157,8 +157,7 @@ class OnnxEmbedder:
             (~128-piece passages: 1 > 4 > 8 > 32 passages/s; no padding, smaller working set).
         workers: forward passes run at once, each on one core (one onnxruntime intra-op thread; ``session.run``
             releases the GIL and is thread-safe); 0 = every core this process may use. Data parallelism beats
-            splitting one small pass over cores: on 2 idle cores (export recipe 1), 2 workers x 1 thread encoded
-            162 passages/s of ~96 word pieces, 1 pass x 2 intra-op threads 96/s, 1 x 1 84/s (``bench/RESULTS.md``).
+            splitting one small pass over cores (measured on 2 cores: the performance page, "Embedding").
             A single text (a query) runs as one pass on one core.
 
     Attributes:
@@ -207,7 +206,7 @@ class OnnxEmbedder:
         Returns:
             float32 array, shape ``(len(texts), dim)``, rows L2-normalised (inner product == cosine), in input order.
 
-        >>> OnnxEmbedder(path, embedding_model_dir()).encode(["EDEN"]).shape  # doctest: +SKIP
+        >>> OnnxEmbedder(path, embedding_model_dir()).encode(["FrostVault"]).shape  # doctest: +SKIP
         (1, 384)
         """
         out = np.zeros((len(texts), self.dim), dtype=np.float32)

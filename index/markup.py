@@ -6,7 +6,7 @@ Stored text is never changed (:mod:`citerag.index.text`). :func:`parse` cuts it 
 * math: ``$...$`` (one line, not ``\\$``, no space inside either dollar, as pandoc reads it; and not money: a
   digit after each dollar, ``US$98 billion to US$261 billion``), ``\\(...\\)``, and display math ``$$...$$``, ``\\[...\\]``: readable
   Unicode by pylatexenc's LaTeX-to-text (``$128\\times$`` -> ``128×``, ``$\\mathcal{O}(\\log N)$`` ->
-  ``𝒪(log N)``, ``$=1318$`` -> ``= 1318``), the formula kept for the page, which renders it as MathML
+  ``𝒪(log N)``, ``$=42$`` -> ``= 42``), the formula kept for the page, which renders it as MathML
   (:mod:`citerag.service.display`);
 * LaTeX escapes (``80.6\\%`` -> ``80.6%``), text commands (``\\emph{}``, ``\\textit{}``: emphasis; ``\\textbf{}``:
   strong; ``\\texttt{}``: code; ``\\text{}``, ``\\textrm{}``, ...: plain) and ``\\href{url}{text}`` (its text);
@@ -298,10 +298,10 @@ def readable(text: str) -> str:
     """``text`` as a reader should see it in plain text (:func:`parse`): inline math as Unicode, LaTeX escapes and
     text commands resolved, Markdown emphasis removed, whitespace collapsed. Unlike
     :func:`~citerag.index.text.fold`, characters are not NFKC-normalised (``V₁`` stays ``V₁``) and no symbol is
-    lost: ``80.6\\%`` -> ``80.6%``, ``$128\\times$`` -> ``128×``, ``p95 $=1318$s`` -> ``p95 = 1318s``.
+    lost: ``80.6\\%`` -> ``80.6%``, ``$128\\times$`` -> ``128×``, ``t $=42$s`` -> ``t = 42s``.
 
-    >>> readable(r"ASMC attains 80.6\\% at $128\\times$ less cost with \\emph{no} tuning, **V₁**")
-    'ASMC attains 80.6% at 128× less cost with no tuning, V₁'
+    >>> readable(r"Kiln reaches 80.6\\% at $128\\times$ less cost with \\emph{no} tuning, **V₁**")
+    'Kiln reaches 80.6% at 128× less cost with no tuning, V₁'
     """
     if not MARKUP_CHARS.search(text):
         return text.strip()
@@ -314,7 +314,7 @@ _WORD_MACRO = re.compile(r"(\\[A-Za-z]+)(\s+)(?=[\w\\(])")
 # A sub- or superscript group of more than one symbol reads in parentheses (2^{3L^2} -> 2^(3L^2)), not run on.
 _SCRIPT_GROUP = re.compile(r"([_^])\{([^{}]*)\}")
 _SIMPLE_SCRIPT = re.compile(r"[-+]?[\w.]+|\\[A-Za-z]+")
-# Relations read with a space on each side (p95 $=1318$s -> p95 = 1318s); binary operators between two operands
+# Relations read with a space on each side (p95 $=42$s -> p95 = 42s); binary operators between two operands
 # too (2.5 × 10^4), but not after a lone number (128×).
 _RELATION = re.compile(r"\s*([=<>≤≥≈≠≪≫≡∝→←⇒⇐⇔↔∈∉⊂⊆⊃⊇])\s*")
 _OPERATOR = re.compile(r"(?<=\S)\s*([×·±∓÷])\s*(?=\S)")
@@ -327,8 +327,8 @@ def math_text(latex: str) -> str:
     """One formula as readable Unicode (pylatexenc's LaTeX-to-text, module docstring); the formula without its
     markup when pylatexenc cannot read it. Every digit of ``latex`` is kept, in order.
 
-    >>> math_text(r"\\mathcal{O}(\\log N)"), math_text("=1318"), math_text("2^{3L^2}"), math_text(r"128\\times")
-    ('𝒪(log N)', '= 1318', '2^(3L^2)', '128×')
+    >>> math_text(r"\\mathcal{O}(\\log N)"), math_text("=42"), math_text("2^{3L^2}"), math_text(r"128\\times")
+    ('𝒪(log N)', '= 42', '2^(3L^2)', '128×')
     """
     source = latex.replace(r"\|", "‖")
     source = _WORD_MACRO.sub(lambda m: m.group(1) + "{}" + m.group(2), source)

@@ -3,7 +3,7 @@
 Pipeline: :func:`citerag.index.text.fold` (LaTeX/Markdown removed, NFKC so ``V₁`` == ``V1``) -> case folding ->
 diacritics removed (``naïve`` == ``naive``, ``ά`` == ``α``; Arabic short-vowel marks dropped) -> words of any script,
 a word keeping its combining marks (Devanagari vowel signs stay inside the word) -> a hyphenated compound
-(``GP-EquiFlow``, ``LU-KV``, ``XR-1``) yields the whole compound (hyphens removed: ``gpequiflow``) *and* its parts
+(``GP-SeedNet``, ``KV-Loop``, ``QX-1``) yields the whole compound (hyphens removed: ``gpseednet``) *and* its parts
 (``gp``, ``equiflow``) -> English stop words dropped (bm25s's list, as used for BEIR) -> Snowball English stemming
 (PyStemmer).
 
@@ -11,7 +11,7 @@ Chinese, Japanese and Korean text, written without spaces between words, is inde
 bigrams (``大型模型`` -> ``大型``, ``型模``, ``模型``; a lone character stays a unigram), as Lucene's ``CJKAnalyzer``
 (``CJKBigramFilter``) does, so a query finds any run of two or more characters inside a document.
 
-Searching for ``GP-EquiFlow``, ``GPEquiFlow``, ``EquiFlow`` or ``gp equiflow`` therefore all match the document.
+Searching for ``GP-SeedNet``, ``GPSeedNet``, ``SeedNet`` or ``gp seednet`` therefore all match the document.
 
 :data:`TOKENIZER_VERSION` changes whenever the tokens of some text change; indexes record it and are rebuilt.
 """
@@ -83,8 +83,8 @@ def _bigrams(run: str) -> list[str]:
 def tokenize(text: str) -> list[str]:
     """BM25 tokens of ``text``, in order (a compound's whole form precedes its parts).
 
-    >>> tokenize("GP-EquiFlow reaches a 40-fold speedup on V₁")
-    ['gpequiflow', 'gp', 'equiflow', 'reach', '40fold', '40', 'fold', 'speedup', 'v1']
+    >>> tokenize("GP-SeedNet reaches a 40-fold speedup on V₁")
+    ['gpseednet', 'gp', 'seednet', 'reach', '40fold', '40', 'fold', 'speedup', 'v1']
     >>> tokenize("naïve 检索增强")
     ['naiv', '检索', '索增', '增强']
     """

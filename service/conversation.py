@@ -6,11 +6,11 @@ question into the question that is answered (``question_used`` in the response):
 1. A question that can stand alone is answered as it is, at no cost (a few regular expressions): it has no
    reference back (:data:`ANAPHORA`: *it, its, they, this, these, the method, the paper* ...), is not a bare
    continuation (*and ..., what about ...*) and has more than :data:`SHORT_QUESTION_TERMS` content terms -- or it
-   names its own subject (a coined name such as ``GP-EquiFlow``).
+   names its own subject (a coined name such as ``GP-SeedNet``).
 2. A follow-up takes its subject from the previous user question (itself made standalone first, so a three-turn
-   thread carries the subject along): the coined or capitalised name it asked about (``EDEN``, ``Platonic
-   Transformer``) replaces the first reference back ("What does it use?" -> "What does GP-EquiFlow use?"; "its"
-   -> "GP-EquiFlow's"; "this trial" -> "the HIV-1 trial"). With no name to carry, the previous question is
+   thread carries the subject along): the coined or capitalised name it asked about (``TERRA``, ``Platonic
+   Transformer``) replaces the first reference back ("What does it use?" -> "What does GP-SeedNet use?"; "its"
+   -> "GP-SeedNet's"; "this trial" -> "the TMV-2 trial"). With no name to carry, the previous question is
    appended in brackets, so its terms join the retrieval query and the question the model judges evidence against.
 3. The documents the previous answer cited (``doc_ids`` of an assistant turn, when the client sends them) are
    kept as candidates: :func:`keep_candidates` puts the best passage of one of them in the last slot when
@@ -59,7 +59,7 @@ _QUESTION_WORDS = frozenset(
     "had in on for of and or the a an list name give tell".split()
 )
 _CAPITALISED = re.compile(r"(?<![\w-])[A-Z][\w-]+")
-# Runs of capitalised words ("Platonic Transformer", "Gaussian Processes"), of two or more.
+# Runs of capitalised words ("Tidal Transformer", "Gaussian Processes"), of two or more.
 _TITLE_RUN = re.compile(r"\b[A-Z][\w-]*(?:\s+(?:of |for |and |the )?[A-Z][\w-]*)+")
 
 
@@ -101,13 +101,13 @@ def follow_up_reason(question: str) -> str:
     """Why ``question`` cannot stand alone, or ``""`` when it can.
 
     It is a follow-up when it refers back (:data:`ANAPHORA`, an expletive "it" excepted) before naming anything
-    (a question that names its subject first, "Does EDEN beat its baselines?", stands alone), when it starts as a
+    (a question that names its subject first, "Does TERRA beat its baselines?", stands alone), when it starts as a
     continuation (:data:`CONTINUATION`), or when it names nothing and has at most :data:`SHORT_QUESTION_TERMS`
     content terms ("Why?", "Side effects?").
 
     >>> follow_up_reason("Which benchmarks was it evaluated on?")
     "refers back: 'it'"
-    >>> follow_up_reason("How many parameters does EDEN have?")
+    >>> follow_up_reason("How many parameters does TERRA have?")
     ''
     """
     if (match := _reference(question)) is not None:
@@ -128,12 +128,12 @@ def _reference(question: str) -> re.Match[str] | None:
 
 
 def subject_of(question: str) -> str:
-    """The name a question asks about: its first coined name (``GP-EquiFlow``), else its first run of two or more
-    capitalised words that is not the question's opening (``Platonic Transformer``), else its first capitalised
+    """The name a question asks about: its first coined name (``GP-SeedNet``), else its first run of two or more
+    capitalised words that is not the question's opening (``Tidal Transformer``), else its first capitalised
     word after the opening (``Polaris``, ``K-live``), else ``""``.
 
-    >>> subject_of("What is the Platonic Transformer?")
-    'Platonic Transformer'
+    >>> subject_of("What is the Tidal Transformer?")
+    'Tidal Transformer'
     """
     if names := names_in(question):
         return names[0]
@@ -211,7 +211,7 @@ def latest_turns(history: Sequence[Turn], max_turns: int, max_chars: int) -> lis
 def _replacement(said: str, subject: str) -> str:
     """What stands for the reference ``said`` once ``subject`` is known: the subject for a pronoun ("it"), its
     possessive for "its"/"their", and the noun phrase with the subject for "the method", "this trial", "these
-    models" ("the LU-KV method", "the HIV-1 trial"): the study of a subject is not the subject."""
+    models" ("the QK-Vault method", "the TMV-2 trial"): the study of a subject is not the subject."""
     words = said.split()
     if len(words) > 1 and words[0].lower() in _DETERMINERS:
         return f"the {subject} {' '.join(words[1:])}"

@@ -70,9 +70,9 @@ class Display:
 def display(text: str) -> Display:
     """The display form of the stored ``text`` (module docstring).
 
-    >>> d = display(r"ASMC attains 80.6\\% at $128\\times$")
+    >>> d = display(r"Kiln reaches 80.6\\% at $128\\times$")
     >>> d.text, d.map[1], d.map[3]
-    ('ASMC attains 80.6% at 128×', (17, 18, 17, 19), (22, 26, 23, 34))
+    ('Kiln reaches 80.6% at 128×', (17, 18, 17, 19), (22, 26, 23, 34))
     """
     markup = parse(text)
     return Display(markup.text, render_html(markup), tuple(markup.spans()))
@@ -117,7 +117,7 @@ _BINARY = set("+−-×·∗±∓÷")
 
 def _edge_operators(mathml: str) -> str:
     """``mathml`` spaced as TeX spaces a formula's edges: an operator that opens a formula has no space before it
-    (``p95 $=1318$s``), one that closes it none after it, and a binary operator that closes it is an ordinary
+    (``p95 $=42$s``), one that closes it none after it, and a binary operator that closes it is an ordinary
     symbol (``$128\\times$``: 128×, not 128 ×); fences keep theirs."""
     first = _FIRST_MO.match(mathml)
     if first and html.unescape(first.group(3)) not in _FENCES:

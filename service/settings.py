@@ -143,8 +143,8 @@ class Settings(BaseSettings):
     n_ctx: int = Field(4096, ge=512, description="Model context window (tokens).")
     max_answer_tokens: int = Field(_ANSWER.answer_tokens, ge=16, le=2048, description="The written answer's limit (tokens).")
     threads: int = Field(0, ge=0, description="CPU threads for generation; 0 = all cores.")
-    # Decoding (issue 28; bench/generator_speed.py, bench/RESULTS.md). Greedy output is the plain decoder's (up to
-    # the last bits of batched arithmetic); a variant that fails to load falls back to plain decoding with a warning.
+    # Decoding (bench/generator_speed.py). Greedy output is the plain decoder's (up to the last bits of batched
+    # arithmetic); a variant that fails to load falls back to plain decoding with a warning.
     speculative: Speculative = Field(
         "ngram-map-k4v", description="Speculative decoding: none; ngram-simple / ngram-map-k / ngram-map-k4v / "
         "ngram-mod: the draft is what followed an earlier occurrence of the last tokens (in the prompt's evidence "
@@ -155,7 +155,7 @@ class Settings(BaseSettings):
     speculative_draft_max: int = Field(
         2, ge=1, le=64, description="Speculative decoding: the longest draft (tokens). At most 2 keeps a verification "
         "batch (<= 3 tokens) on llama.cpp's one-token kernels, so the text is the plain decoder's; longer drafts are "
-        "verified by the repacked batch kernels, whose sums differ in the last bits (bench/RESULTS.md, issue 28).",
+        "verified by the repacked batch kernels, whose sums differ in the last bits (docs: Performance).",
     )
     speculative_draft_min: int = Field(
         1, ge=0, le=64, description="Speculative decoding: the shortest draft worth verifying (ngram-mod, draft)."

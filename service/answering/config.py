@@ -93,6 +93,10 @@ class AnswerConfig:
             their retrieved passages.
         fact_papers: how a fact, number or definition question reads: 1, the best paper alone (the next one when it
             does not answer: :attr:`Rules.second_paper`); 2, the best two together.
+        focus_sentences: a yes/no question's conclusion is asked with this many of the paper's sentences most related
+            to the question quoted after it (0: none).
+        judge_yes_no: a yes/no question is first judged on whether the paper addresses it (off: only the retrieval
+            gap and the unseen-word rule abstain).
         candidate_papers: the most papers a which-papers question judges.
         candidate_ratio: a which-papers candidate's best passage must score this share of the best one's.
         answer_tokens: the written answer's limit (model tokens).
@@ -108,10 +112,12 @@ class AnswerConfig:
     min_confidence: float = 0.65
     min_confidence_unseen: float = 0.85
     min_vocabulary_for_unseen: int = 10_000
-    min_support: float = 0.75
+    min_support: float = 0.6
     read_tokens: int = 700
     whole_paper_chars: int = 4000
     fact_papers: int = 1
+    focus_sentences: int = 0
+    judge_yes_no: bool = True
     candidate_papers: int = 4
     candidate_ratio: float = 0.5
     answer_tokens: int = 120

@@ -46,7 +46,7 @@ COMPARATIVES = frozenset(
     "stronger weaker earlier later wider narrower deeper shallower heavier lighter denser sparser".split()
 )
 
-#: Words that open a list of examples ("activation functions like ReLU or GELU", "such as A or B"): an "or" inside
+#: Words that open a list of examples ("crops like wheat or barley", "such as A or B"): an "or" inside
 #: such a list joins examples of one thing, not alternatives to choose between. "like" counts after a plural noun
 #: only ("functions like"): after a verb it compares ("Does it behave like A or B?").
 EXAMPLE_LIST = re.compile(r"(?:\b\w{3,}s like|\bsuch as|\be\.g\.|\bincluding|\bfor (?:example|instance))\s",
@@ -98,7 +98,7 @@ def number_values(text: str) -> list[str]:
     """The numbers ``text`` states, each as its digits and decimal point only (``"1,318"`` -> ``"1318"``,
     ``"80.6%"`` -> ``"80.6"``), in order: what must stay unaltered when an answer restates the text.
 
-    >>> number_values("ASMC reaches 80.6% at p95 = 73.7s, 1,318 s for best-of-n [2].")
+    >>> number_values("The kiln reaches 80.6% at p95 = 73.7s, 1,318 s for the old one [2].")
     ['80.6', '73.7', '1318']
     """
     text = CITATION_MARKER.sub(" ", text)
@@ -110,3 +110,22 @@ def number_values(text: str) -> list[str]:
         if value:
             values.append(value)
     return values
+
+
+#: Cardinal numbers written as words, and their digits: a number written either way states it.
+NUMBER_WORDS = {word: str(value) for value, word in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split())} | {
+    word: str(10 * tens) for tens, word in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), start=3)
+} | {"hundred": "100", "thousand": "1000", "twice": "2", "thrice": "3"}
+
+
+def stated_numbers(text: str) -> set[str]:
+    """Every number ``text`` states, in digits (:func:`number_values`) or as a word (:data:`NUMBER_WORDS`: "three"
+    states 3).
+
+    >>> sorted(stated_numbers("Three kilns burn 40% less wood, twice as long."))
+    ['2', '3', '40']
+    """
+    words = {NUMBER_WORDS[w] for w in re.findall(r"[a-z]+", text.lower()) if w in NUMBER_WORDS}
+    return set(number_values(text)) | words

@@ -2,9 +2,9 @@
 name-shaped tokens of a text (:func:`names_in`), the label an answer gives a paper (:func:`paper_label`), and the
 retrieved documents a question names (:func:`named_documents`).
 
-The corpus's abstracts have no titles, so the name an abstract introduces ("We propose LU-KV, a ...") is what a
-reader calls the paper. A name-shaped token is one with a capital after its first letter or a digit (``EDEN``,
-``LU-KV``, ``GP-EquiFlow``, ``V₁``, ``XR-1``); whether it is *the paper's* name is decided by where it stands: set
+The corpus's abstracts have no titles, so the name an abstract introduces ("We propose QK-Vault, a ...") is what a
+reader calls the paper. A name-shaped token is one with a capital after its first letter or a digit (``TERRA``,
+``QK-Vault``, ``GP-SeedNet``, ``V₁``, ``QX-1``); whether it is *the paper's* name is decided by where it stands: set
 off as a name (before a comma, a bracket or a colon, or after "called"), not used as a modifier of the next word
 ("a VLA model", "the KV cache").
 """
@@ -20,7 +20,7 @@ from citerag.index.text import fold, readable
 from citerag.index.types import Document
 from citerag.service.answering.language import FUNCTION_WORDS, RESEARCH_NOUNS
 
-# A name-shaped token: a capital after its first letter or a digit, possibly hyphenated (EDEN, LU-KV, V1, XR-1).
+# A name-shaped token: a capital after its first letter or a digit, possibly hyphenated (TERRA, QK-Vault, V1, QX-1).
 _NAME = r"[A-Za-z][\w]*(?:[-–][\w]+)*"
 _COINED = re.compile(rf"(?<![\w-])(?=[\w-]*?[A-Za-z][\w-]*?[A-Z0-9\u2080-\u2089])({_NAME})(?![\w-])")
 _INTRODUCED = re.compile(
@@ -29,7 +29,7 @@ _INTRODUCED = re.compile(
     re.IGNORECASE,
 )
 # A capitalised word right after the introducing verb and set off as a name ("we propose Quill (", "We introduce
-# Vesta, a ..."), or a run of two or more capitalised words there ("we introduce the Platonic Transformer to ...").
+# Vesta, a ..."), or a run of two or more capitalised words there ("we introduce the Tidal Transformer to ...").
 _INTRODUCED_WORD = re.compile(
     r"^\s*(?:the |our |an? )?([A-Z][a-z]{2,}(?=\s*[,(:]|\s+an?\s)|[A-Z][\w-]+(?:\s+[A-Z][\w-]+)+)"
 )
@@ -42,7 +42,7 @@ _PREPOSITION_BEFORE = re.compile(
     r"(?:(?:the|a|an)\s+)?$",
     re.IGNORECASE,
 )
-# A name the abstract calls its own: "our PolyNeXt models", "our XR-1 framework", "our V1.".
+# A name the abstract calls its own: "our PolyKiln models", "our QX-1 framework", "our V1.".
 _OUR_NAME = re.compile(
     rf"\bour\s+(?=[\w-]*?[A-Za-z][\w-]*?[A-Z0-9])({_NAME})(?=\s+(?:{'|'.join(sorted(RESEARCH_NOUNS))})\b|[,.;:)])"
 )
@@ -69,26 +69,26 @@ def _own_part(candidate: str) -> bool:
 @lru_cache(maxsize=4096)
 def coined_name(text: str) -> str | None:
     """The name an abstract coins for its method, model or benchmark, or ``None``: in the words after "we propose
-    / introduce / present ..." or "called / named ...", an abbreviation in brackets ("... Optimization (PMDO)"),
+    / introduce / present ..." or "called / named ...", an abbreviation in brackets ("... Kiln Firing Optimization (KFO)"),
     else the first name-shaped token not used as a modifier of the next word nor after a preposition, else a
-    capitalised word set off as a name ("we propose Quill (...)"); else a name it calls its own ("our PolyNeXt
+    capitalised word set off as a name ("we propose Quill (...)"); else a name it calls its own ("our PolyKiln
     models").
 
-    >>> coined_name("Long contexts are costly. We propose LU-KV, a KV cache eviction method.")
-    'LU-KV'
-    >>> coined_name("We introduce a VLA model, XR-1, trained on many robots.")
-    'XR-1'
-    >>> coined_name("To resolve this, we introduce the Platonic Transformer to keep the cost.")
-    'Platonic Transformer'
+    >>> coined_name("Long contexts are costly. We propose QK-Vault, a KV cache eviction method.")
+    'QK-Vault'
+    >>> coined_name("We introduce a VLA model, QX-1, trained on many robots.")
+    'QX-1'
+    >>> coined_name("To resolve this, we introduce the Tidal Transformer to keep the cost.")
+    'Tidal Transformer'
     >>> coined_name("We build new test sets for the CIFAR-10 and ImageNet datasets.") is None
     True
-    >>> coined_name("Within MetaFormer, our PolyNeXt models match activation-based ones.")
-    'PolyNeXt'
+    >>> coined_name("Within KilnFormer, our PolyKiln models match activation-based ones.")
+    'PolyKiln'
     >>> coined_name("our GPU kernels") is None
     True
-    >>> coined_name("This paper introduces Regret Pre-training, a framework grounded in the Learning Using "
-    ...             "Privileged Information (LUPI) paradigm.")
-    'Regret Pre-training'
+    >>> coined_name("This paper introduces Furrow Scoring, a framework grounded in the Soil Under Plant "
+    ...             "Irrigation (SUPI) paradigm.")
+    'Furrow Scoring'
     """
     folded = fold(text)
     for match in _INTRODUCED.finditer(folded):
@@ -111,8 +111,8 @@ def coined_name(text: str) -> str | None:
 
 def _used_abbreviation(short: str, span: str) -> bool:
     """Whether the abbreviation ``short`` in ``span`` is of something the paper uses, not coins: its long form
-    (:func:`long_form`) comes after a preposition ("... grounded in the Learning Using Privileged Information
-    (LUPI) paradigm")."""
+    (:func:`long_form`) comes after a preposition ("... grounded in the Soil Under Plant Irrigation (SUPI)
+    paradigm")."""
     long = long_form(short, span)
     at = span.rfind(long, 0, span.find(f"({short})")) if long else -1
     return at > 0 and bool(_PREPOSITION_BEFORE.search(span[:at]))
@@ -122,8 +122,8 @@ def names_in(text: str) -> list[str]:
     """The name-shaped tokens of ``text`` in order (``V₁`` read as ``V1``), one-letter tokens and modifier-only
     compounds ("LLM-free") left out.
 
-    >>> names_in("Does LU-KV beat an LLM-free baseline on GPT-4 outputs?")
-    ['LU-KV', 'GPT-4']
+    >>> names_in("Does QK-Vault beat an LLM-free baseline on GPT-4 outputs?")
+    ['QK-Vault', 'GPT-4']
     """
     return [candidate for candidate in _COINED.findall(fold(text)) if _own_part(candidate)]
 
@@ -138,8 +138,8 @@ def paper_names(document: Document) -> list[str]:
     short (:data:`MAX_TITLE_HEAD_WORDS`), and the name its abstract coins (:func:`coined_name`); ``[]`` when it
     has none of them.
 
-    >>> paper_names(Document("d", "LU-KV: Fast Eviction", "We propose LU-KV, an eviction method.", "LU-KV"))
-    ['LU-KV: Fast Eviction', 'LU-KV']
+    >>> paper_names(Document("d", "QK-Vault: Fast Eviction", "We propose QK-Vault, an eviction method.", "QK-Vault"))
+    ['QK-Vault: Fast Eviction', 'QK-Vault']
     """
     title = readable(document.title).strip()
     names = [title, title_head(title), coined_name(document.text) or ""]
@@ -148,7 +148,7 @@ def paper_names(document: Document) -> list[str]:
 
 def title_head(title: str) -> str:
     """A title's head before its colon when it has at most :data:`MAX_TITLE_HEAD_WORDS` words (the paper's name:
-    "LU-KV" in "LU-KV: Fast Eviction"), else ``""``."""
+    "QK-Vault" in "QK-Vault: Fast Eviction"), else ``""``."""
     head = title.split(": ", 1)[0] if ": " in title else ""
     return head if 0 < len(head.split()) <= MAX_TITLE_HEAD_WORDS else ""
 
@@ -156,7 +156,7 @@ def title_head(title: str) -> str:
 def names_paper(text: str, document: Document, asked: Sequence[str] = ()) -> bool:
     """Whether ``text`` names ``document`` by one of :func:`paper_names` (case and accents folded), or by one of
     ``asked`` (the question's names, :func:`question_names`) that names the document (:func:`is_called`:
-    "Error Encoding Networks" for "Prediction Under Uncertainty with Error Encoding Networks") and ``text`` mentions
+    "Root Growth Networks" for "Forecasting Harvests with Root Growth Networks") and ``text`` mentions
     as whole words; ``False`` for a document without a name."""
     folded = fold(text).lower()
     return any(fold(name).lower() in folded for name in paper_names(document)) or any(
@@ -166,7 +166,7 @@ def names_paper(text: str, document: Document, asked: Sequence[str] = ()) -> boo
 def paper_label(document: Document) -> str | None:
     """What an answer may call ``document``: its title (readable, brackets made round so they cannot read as
     citation markers) followed by the name its abstract coins when the title does not hold it ("Generating
-    adversarial examples with graph neural networks (AdvGNN)"), else the coined name (:func:`coined_name`), else
+    seed germination with graph neural networks (SeedGNN)"), else the coined name (:func:`coined_name`), else
     ``None``."""
     coined = coined_name(document.text)
     if document.title.strip():
@@ -177,18 +177,17 @@ def paper_label(document: Document) -> str | None:
 
 def subject_label(document: Document) -> str | None:
     """What an answer's sentence calls ``document`` when it names it as its subject: the shortest of its names a
-    reader knows it by. Its title's head before a colon when short (:data:`MAX_TITLE_HEAD_WORDS`: "BERT-Sort",
-    "Snapshot Ensembles"); else the name its abstract coins (:func:`coined_name`), unless the title uses that name
-    among other words (then it names the topic, not the paper: "MCMC" in "A Contrastive Divergence for Combining
-    Variational Inference and MCMC"); else :func:`paper_label` (its title, or ``None``). A subject of twenty words
-    ("Unsupervised Photo-to-Caricature Generation with Adaptive Select Layer-Instance Normalization and Semi-cycle
-    Consistency (AdsSe-GAN) proposed ...") is not read as one.
+    reader knows it by. Its title's head before a colon when short (:data:`MAX_TITLE_HEAD_WORDS`: "Seed-Sort",
+    "Kiln Loops"); else the name its abstract coins (:func:`coined_name`), unless the title uses that name among
+    other words (then it names the topic, not the paper: "MCMC" in "Combining Kriging and MCMC"); else :func:`paper_label` (its title, or ``None``). A subject of twenty words
+    ("Unsupervised Glaze-to-Colour Prediction with Adaptive Select Layer-Instance Normalization and Semi-cycle
+    Consistency (Glaze-GAN) proposed ...") is not read as one.
 
-    >>> subject_label(Document("d", "Photo to Caricature with Semi-cycle Consistency", "We propose AdsSe-GAN, a GAN.", ""))
-    'AdsSe-GAN'
-    >>> subject_label(Document("d", "LU-KV: Fast Eviction of Heads", "We propose LU-KV.", "")), subject_label(
-    ...     Document("d", "Combining Variational Inference and MCMC", "We develop a way to combine Markov chain Monte Carlo (MCMC).", ""))
-    ('LU-KV', 'Combining Variational Inference and MCMC')
+    >>> subject_label(Document("d", "Glaze Colour Prediction with Semi-cycle Consistency", "We propose Glaze-GAN, a GAN.", ""))
+    'Glaze-GAN'
+    >>> subject_label(Document("d", "QK-Vault: Fast Eviction of Heads", "We propose QK-Vault.", "")), subject_label(
+    ...     Document("d", "Combining Kriging and MCMC", "We develop a way to combine Markov chain Monte Carlo (MCMC).", ""))
+    ('QK-Vault', 'Combining Kriging and MCMC')
     """
     title = readable(document.title).strip().replace("[", "(").replace("]", ")")
     if head := title_head(title):
@@ -200,8 +199,8 @@ def subject_label(document: Document) -> str | None:
 
 
 def long_form(short: str, text: str) -> str | None:
-    """The long form that ``text`` defines for the abbreviation ``short`` ("Adaptive Sequential Monte Carlo" in
-    "... we propose Adaptive Sequential Monte Carlo (ASMC), a ..."), or ``None`` when ``text`` does not define it.
+    """The long form that ``text`` defines for the abbreviation ``short`` ("Adaptive Seed Kalman Filter" in
+    "... we propose Adaptive Seed Kalman Filter (ASKF), a ..."), or ``None`` when ``text`` does not define it.
 
     First the words right before it whose initials spell it, when there are as many as its letters; else Schwartz &
     Hearst (2003), "A simple algorithm for identifying abbreviation definitions in biomedical text": of
@@ -209,18 +208,18 @@ def long_form(short: str, text: str) -> str | None:
     hold the abbreviation's letters and digits in order, its first one starting a word, and that does not hold the
     abbreviation itself as a word.
 
-    >>> long_form("ASMC", "We propose Adaptive Sequential Monte Carlo (ASMC), a parallel method.")
-    'Adaptive Sequential Monte Carlo'
+    >>> long_form("ASKF", "We propose Adaptive Seed Kalman Filter (ASKF), a parallel method.")
+    'Adaptive Seed Kalman Filter'
     >>> long_form("KV", "the KV cache (KV) is large") is None
     True
-    >>> long_form("DD", "We introduce Divergence Decoding (DD), a mechanism.")  # the words whose initials spell it
-    'Divergence Decoding'
+    >>> long_form("DM", "We introduce Drip Mulching (DM), a technique.")  # the words whose initials spell it
+    'Drip Mulching'
     """
     at = text.find(f"({short})")
     if at <= 0 or not any(c.isalnum() for c in short):
         return None
     words = text[:at].split()
-    # the words right before it whose initials spell it ("Divergence Decoding (DD)": the character match below
+    # the words right before it whose initials spell it ("Drip Mulching (DM)": the character match below
     # would take "Decoding" alone, whose D...d spell DD)
     initials = words[-len(short):] if short.isalpha() and 2 <= len(short) <= len(words) else []
     if initials and all(w[:1].lower() == c.lower() for w, c in zip(initials, short)) \
@@ -243,20 +242,20 @@ def long_form(short: str, text: str) -> str | None:
     return found if len(found.split()) > 1 and short.lower() not in found.lower().split() else None
 
 
-# A title or name the question quotes: 'Dissecting Adam', "On the Convergence of Adam and Beyond", ‘X’ (a quote
-# not inside a word, so "Adam's" opens none; capitalised, at most ~15 words).
+# A title or name the question quotes: 'Dissecting Mulch', "On the Drainage of Mulch and Beyond", ‘X’ (a quote
+# not inside a word, so "Mulch's" opens none; capitalised, at most ~15 words).
 _QUOTED = re.compile(r"""(?<!\w)['"‘“]([A-Z][^'"‘’“”?]{0,118}?)['"’”](?!\w)""")
 
 
 def question_names(question: str) -> list[str]:
-    """The names ``question`` mentions, in order: what it quotes ('On the Convergence of Adam and Beyond'),
+    """The names ``question`` mentions, in order: what it quotes ('On the Drainage of Mulch and Beyond'),
     name-shaped tokens (:func:`names_in`) and runs of two or more capitalised words after its first word ("Error
     Encoding Networks", "Critique Fine-Tuning"; a run ends at a full stop or a quote).
 
-    >>> question_names("How do SV2P and Error Encoding Networks each model uncertainty?")
-    ['SV2P', 'Error Encoding Networks']
-    >>> question_names("Two papers study Adam: 'Dissecting Adam' and 'On the Convergence of Adam and Beyond'. What ...?")
-    ['Dissecting Adam', 'On the Convergence of Adam and Beyond']
+    >>> question_names("How do SG2P and Root Growth Networks each model uncertainty?")
+    ['SG2P', 'Root Growth Networks']
+    >>> question_names("Two papers study mulch: 'Dissecting Mulch' and 'On the Drainage of Mulch and Beyond'. What ...?")
+    ['Dissecting Mulch', 'On the Drainage of Mulch and Beyond']
     """
     folded = fold(question)
     quoted = list(_QUOTED.finditer(folded))
@@ -286,15 +285,15 @@ def question_names(question: str) -> list[str]:
 
 
 def _words(text: str) -> str:
-    """``text`` folded, lower-cased, its runs of punctuation and space made one space: ``"Error-Encoding  Nets"`` ->
-    ``"error encoding nets"``."""
+    """``text`` folded, lower-cased, its runs of punctuation and space made one space: ``"Root-Growth  Nets"`` ->
+    ``"root growth nets"``."""
     return re.sub(r"[\W_]+", " ", fold(text).lower()).strip()
 
 
 def mentions(text: str, name: str) -> bool:
     """Whether ``text`` holds ``name`` as whole words, case, hyphens and punctuation ignored.
 
-    >>> mentions("a Global Gauge Fixing (GGF) strategy", "GGF"), mentions("GGFs and more", "GGF")
+    >>> mentions("a Global Grain Filtering (GGF) strategy", "GGF"), mentions("GGFs and more", "GGF")
     (True, False)
     """
     return bool(re.search(rf"(?<!\w){re.escape(_words(name))}(?!\w)", _words(text)))
@@ -310,16 +309,16 @@ def is_called(document: Document, name: str) -> bool:
 def named_documents(names: Sequence[str], passages: Sequence[SearchResult]) -> list[str]:
     """The retrieved documents that ``names`` (a question's, :func:`question_names`) name, in the order named: a
     name names the best-ranked document called so, by its title (the name in it as whole words, case ignored) or
-    by the name its abstract coins (or calls its own: "our PolyNeXt models"), case, hyphens and punctuation
-    ignored ("Error Encoding Networks" names "Prediction Under Uncertainty with Error-Encoding Networks"). A name a
-    paper only mentions ("HIV-1") names none.
+    by the name its abstract coins (or calls its own: "our PolyKiln models"), case, hyphens and punctuation
+    ignored ("Root Growth Networks" names "Forecasting Harvests with Root-Growth Networks"). A name a
+    paper only mentions ("TMV-2") names none.
 
     >>> from citerag.index.types import Document
-    >>> doc = Document("d1", "Prediction Under Uncertainty with Error-Encoding Networks", "We predict frames.", "")
-    >>> named_documents(["Error Encoding Networks"], [SearchResult(1, None, doc, 1.0, 1, 1, 1.0, 0.5)])
+    >>> doc = Document("d1", "Forecasting Harvests with Root-Growth Networks", "We predict frames.", "")
+    >>> named_documents(["Root Growth Networks"], [SearchResult(1, None, doc, 1.0, 1, 1, 1.0, 0.5)])
     ['d1']
-    >>> own = Document("d2", "", "Within MetaFormer, our PolyNeXt models match HIV-1 rates.", "")
-    >>> [named_documents([n], [SearchResult(1, None, own, 1.0, 1, 1, 1.0, 0.5)]) for n in ("PolyNeXt", "HIV-1")]
+    >>> own = Document("d2", "", "Within KilnFormer, our PolyKiln models match TMV-2 rates.", "")
+    >>> [named_documents([n], [SearchResult(1, None, own, 1.0, 1, 1, 1.0, 0.5)]) for n in ("PolyKiln", "TMV-2")]
     [['d2'], []]
     """
     docs: list[str] = []

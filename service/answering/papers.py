@@ -19,7 +19,10 @@ import re
 from collections.abc import Iterator, Sequence
 
 from citerag.index.search import SearchResult
+from rank_bm25 import BM25Okapi
+
 from citerag.index.text import split_sentences
+from citerag.index.tokenize import tokenize
 from citerag.index.types import Document
 from citerag.service.answering.config import AnswerConfig
 from citerag.service.answering.types import Evidence, Paper
@@ -70,6 +73,24 @@ def _pieces(text: str, start: int, end: int) -> list[tuple[int, int]]:
         piece_start += cut + 2
     pieces.append((piece_start, end))
     return pieces
+
+
+def related(question: str, sentences: Sequence[Evidence], n: int) -> list[int]:
+    """The indexes of the ``n`` sentences of ``sentences`` most related to ``question``, in their order: BM25
+    (Robertson & Zaragoza 2009; rank-bm25's Okapi, k1 = 1.5, b = 0.75) of the question's terms over the sentences,
+    with the index's analyser (:func:`~citerag.index.tokenize.tokenize`).
+
+    >>> from citerag.service.answering.types import Evidence
+    >>> read = [Evidence(1, None, 0, 1, t) for t in ("Seeds keep.", "Kilns burn wood.", "Cold seeds keep longer.")]
+    >>> related("How long do cold seeds keep?", read, 2)
+    [0, 2]
+    """
+    if not sentences:
+        return []
+    tokens = [tokenize(s.text) or [""] for s in sentences]
+    scores = BM25Okapi(tokens, k1=1.5, b=0.75).get_scores(list(dict.fromkeys(tokenize(question))))
+    best = sorted(range(len(sentences)), key=lambda i: (-scores[i], i))[:n]
+    return sorted(best)
 
 
 def _held_by(start: int, end: int, numbered: Sequence[tuple[int, SearchResult]]) -> tuple[int, SearchResult] | None:

@@ -173,7 +173,7 @@ def polar_form(question: str) -> str | None:
     lead. English grammar only: an auxiliary takes the singular ("are about" -> "Is the paper about"), a
     present-tense verb follows "Does the paper", a past-tense one "Has the paper".
 
-    >>> polar_form("Which papers use crop rotation?"), polar_form("Which abstracts are about soil microbes?")
+    >>> polar_form("Which papers use crop rotation?"), polar_form("Which studies are about soil microbes?")
     ('Does the paper use crop rotation?', 'Is the paper about soil microbes?')
     >>> polar_form("What papers proposed a new benchmark?"), polar_form("Which studies have a control group?")
     ('Has the paper proposed a new benchmark?', 'Does the paper have a control group?')
@@ -235,7 +235,7 @@ def question_kind(question: str, names: Sequence[str] = ()) -> QuestionKind:
     ('yes_no', 'which_papers')
     >>> question_kind("How many layers does Quillmark have?"), question_kind("What is the Quillmark tokenizer?")
     ('number', 'definition')
-    >>> question_kind("What top-1 accuracy does Quillmark reach?"), question_kind("What does QMK stand for?")
+    >>> question_kind("What top-3 accuracy does Quillmark reach?"), question_kind("What does QMK stand for?")
     ('number', 'definition')
     >>> question_kind("What do Quillmark and Inkwell each optimise?", ["Quillmark", "Inkwell"])
     'comparison'
@@ -245,7 +245,7 @@ def question_kind(question: str, names: Sequence[str] = ()) -> QuestionKind:
     'number'
     >>> question_kind("What dataset was Quillmark trained on?")
     'fact'
-    >>> question_kind("In which robust distribution comparison tasks is the estimator useful?")
+    >>> question_kind("In which crop comparison trials is the sampler useful?")
     'fact'
     >>> question_kind("What loss does the paper on seed banks use, and the paper that maps soil microbes?")
     'comparison'

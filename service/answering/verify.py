@@ -29,10 +29,13 @@ from citerag.service.answering.language import (
     CLAUSE_LEAD,
     FUNCTION_WORDS,
     STOCK_LEAD,
+    RESEARCH_NOUNS,
     marker_numbers,
     number_values,
+    stated_numbers,
 )
 from citerag.service.answering.names import subject_label
+from citerag.service.answering.papers import word_count
 from citerag.service.answering.types import Evidence, Statement, Trace
 
 _WORD = re.compile(r"[^\W_]+(?:[-–][^\W_]+)*")
@@ -65,6 +68,10 @@ def holds(term: str, tokens: set[str], min_chars: int = MIN_PREFIX_CHARS) -> boo
     return term in tokens or (len(term) >= min_chars and any(token.startswith(term) for token in tokens))
 
 
+#: Words any paper's summary may use without its text saying them ("the paper", "the method"): no support needed.
+GENERIC_TERMS = frozenset(t for noun in RESEARCH_NOUNS for t in tokenize(noun))
+
+
 def content_tokens(text: str) -> set[str]:
     """The BM25 terms of ``text``'s content words (function words left out).
 
@@ -75,15 +82,20 @@ def content_tokens(text: str) -> set[str]:
 
 
 def coverage(sentence: str, sources: Sequence[str], question: str = "", labels: Sequence[str] = ()) -> float:
-    """The share of ``sentence``'s content terms that are not the question's and that ``sources`` or ``labels``
-    hold (1.0 when it adds none).
+    """The share of ``sentence``'s content terms that are neither the question's nor generic
+    (:data:`GENERIC_TERMS`) and that ``sources`` or ``labels`` hold; for a sentence that only restates the question,
+    of all its content terms (1.0 when it has none).
 
     >>> coverage("Seed banks keep seeds at -20 C", ["Banks keep seeds cold, at -20 C."])
     1.0
     >>> coverage("Seed banks keep seeds in orbit", ["Banks keep seeds cold."])
     0.75
+    >>> coverage("Yes, seed banks keep seeds", ["Rain falls."], "Do seed banks keep seeds?")
+    0.0
     """
-    terms = content_tokens(sentence) - content_tokens(question)
+    terms = content_tokens(sentence) - content_tokens(question) - GENERIC_TERMS
+    if not terms:  # it restates the question: its sources must state what it restates
+        terms = content_tokens(sentence) - GENERIC_TERMS
     if not terms:
         return 1.0
     held = set().union(*(content_tokens(text) for text in [*sources, *labels]))
@@ -95,8 +107,10 @@ def missing_numbers(sentence: str, sources: Sequence[str], question: str = "") -
 
     >>> missing_numbers("It keeps 80.6% of seeds for 12 years", ["Banks keep 80.6% of seeds."])
     ['12']
+    >>> missing_numbers("3", ["Seeds were kept in three banks."])
+    []
     """
-    stated = {value for text in [*sources, question] for value in number_values(text)}
+    stated = set().union(*(stated_numbers(text) for text in [*sources, question]))
     return [value for value in dict.fromkeys(number_values(sentence)) if value not in stated]
 
 
@@ -117,9 +131,10 @@ def sources(sentence: str, sentences: Sequence[str], config: AnswerConfig, quest
 
     >>> read = ["Seed banks store seeds at -20 C.", "Stored seeds stay viable for decades.", "Rain falls."]
     >>> config = AnswerConfig()
-    >>> sources("Seed banks store seeds at -20 C", read, config), sources("Seeds stored at -20 C stay viable", read,
-    ...                                                                    config)
-    ((0,), (0, 1))
+    >>> sources("Seed banks store seeds at -20 C", read, config)
+    (0,)
+    >>> sources("Seeds stored at -20 C stay viable for decades", read, config)
+    (0, 1)
     >>> sources("Seeds last a century", read, config)
     ()
     """
@@ -141,11 +156,38 @@ def sources(sentence: str, sentences: Sequence[str], config: AnswerConfig, quest
     return ()
 
 
-def closest(sentence: str, sentences: Sequence[str]) -> int:
-    """The index of the read sentence sharing the most of ``sentence``'s content terms (the first among equals)."""
+def closest(sentence: str, sentences: Sequence[str], question: str = "") -> int:
+    """The index of the read sentence that covers most of what ``sentence`` adds to ``question``
+    (:func:`coverage`), then shares most of its content terms (the first among equals).
+
+    >>> read = ["Seed banks are common.", "Seed banks store seeds cold, at -20 C."]
+    >>> closest("Seed banks keep seeds at -20 C", read, "Where do seed banks keep seeds?")
+    1
+    """
     terms = content_tokens(sentence)
-    scores = [len(terms & content_tokens(source)) for source in sentences]
-    return max(range(len(sentences)), key=lambda i: (scores[i], -i))
+    scores = [(coverage(sentence, [source], question), len(terms & content_tokens(source))) for source in sentences]
+    return max(range(len(sentences)), key=lambda i: (*scores[i], -i))
+
+
+#: A written answer of at most this many words is a bare value ("3", "TACRED", "a gamma process"): it is shown in
+#: the read sentence that states it.
+BARE_WORDS = 3
+
+
+def stating(value: str, sentences: Sequence[str], question: str = "") -> int | None:
+    """The read sentence that states a bare answer ``value``: it holds every number of it (in digits or words) and
+    all its content terms, and, among those, shares most of the question's terms; ``None`` when none does.
+
+    >>> read = ["Seeds keep.", "We test three seed banks.", "Banks keep seeds at -20 C."]
+    >>> stating("3", read, "How many seed banks were tested?"), stating("-20 C", read), stating("7", read)
+    (1, 2, None)
+    """
+    numbers = number_values(value)
+    terms = {t for t in content_tokens(value) if not re.fullmatch(r"[\d.]+", t)}  # numbers are checked as numbers
+    asked = content_tokens(question)
+    held = [i for i, source in enumerate(sentences)
+            if set(numbers) <= stated_numbers(source) and all(holds(t, content_tokens(source)) for t in terms)]
+    return max(held, key=lambda i: (len(asked & content_tokens(sentences[i])), -i), default=None)
 
 
 def written_sentences(text: str, truncated: bool) -> list[tuple[str, list[int]]]:
@@ -217,7 +259,10 @@ def verify(written: str, truncated: bool, sentences: Sequence[Evidence], config:
     for text, _ in written_sentences(written, truncated):
         text = readable(unframed(text)).rstrip(" .;:,")
         first = first or text
-        if found := sources(text, texts, config, question, labels):
+        if word_count(text) <= BARE_WORDS and (index := stating(text, texts, question)) is not None:
+            statements.append(Statement(_named(texts[index].rstrip(" .;:,"), sentences[index], config, trace),
+                                        (index,), "extract"))  # a bare value, shown in the sentence that states it
+        elif found := sources(text, texts, config, question, labels):
             statements.append(Statement(_named(text, sentences[found[0]], config, trace), found))
         else:
             trace.acted("numbers" if missing_numbers(text, texts, question) else "support")
@@ -228,7 +273,7 @@ def verify(written: str, truncated: bool, sentences: Sequence[Evidence], config:
     if not config.rules.extract:
         return []
     trace.acted("extract")
-    index = closest(first or written, texts)
+    index = closest(first or written, texts, question)
     return [Statement(_named(texts[index].rstrip(" .;:,"), sentences[index], config, trace), (index,), "extract")]
 
 

@@ -6,7 +6,7 @@ below every kind: which documents retrieval ranks first (:func:`top_documents`),
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -124,10 +124,12 @@ def read_judged(question: Question, passages: list[SearchResult], groups: Sequen
 
 def judge_write_verify(question: Question, passages: list[SearchResult], groups: Sequence[Sequence[str]],
                        request: str, tools: Tools, trace: Trace, labelled: bool = False,
-                       budget_chars: int | None = None) -> tuple[list[SearchResult], Outcome]:
+                       budget_chars: int | None = None,
+                       edit: Callable[[str, Sequence[Paper]], str] | None = None) -> tuple[list[SearchResult], Outcome]:
     """The common recipe: read and judge ``groups`` (:func:`read_judged`), abstain below the bar
     (:func:`confidence_bar`), else let the model write after its "yes" and check what it wrote
-    (:func:`~citerag.service.answering.verify.verify`)."""
+    (:func:`~citerag.service.answering.verify.verify`), after ``edit`` (the recipe's own rewriting of the written
+    text over the papers read), if any."""
     bar = confidence_bar(question, tools)
     judged = read_judged(question, passages, groups, request, tools, trace, bar, budget_chars)
     if judged is None:
@@ -143,8 +145,9 @@ def judge_write_verify(question: Question, passages: list[SearchResult], groups:
             "judge", f"the papers read do not answer the question (confidence {judged.confidence:.2f} < {bar:.2f})",
             evidence, judged.confidence)
     written = tools.model.write(judged.messages, trace)
+    text = edit(written.text, judged.papers) if edit is not None else written.text
     with trace.stage("verify"):
-        statements = verify(written.text, written.truncated, evidence, tools.config, trace, question.text,
+        statements = verify(text, written.truncated, evidence, tools.config, trace, question.text,
                             labels(judged.papers))
     return judged.passages, Outcome(evidence=evidence, statements=statements, written=written.text,
                                     confidence=judged.confidence, labelled=labelled)

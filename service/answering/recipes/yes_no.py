@@ -7,9 +7,13 @@ checked (:mod:`~citerag.service.answering.verify`; where it is not supported, th
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from citerag.index.search import SearchResult
 from citerag.index.text import readable
 from citerag.service.answering.model import DECISIONS
+from citerag.service.answering.papers import related
+from citerag.service.answering.prompts import quoted
 from citerag.service.answering.question import Question, QuestionKind
 from citerag.service.answering.recipes.base import (
     Tools,
@@ -20,7 +24,7 @@ from citerag.service.answering.recipes.base import (
     top_documents,
 )
 from citerag.service.answering.types import Outcome, Statement, Trace
-from citerag.service.answering.verify import closest, verify
+from citerag.service.answering.verify import verify
 
 #: Whether the paper addresses the question at all (the judgement; an off-topic paper is no ground for a yes or a
 #: no).
@@ -51,6 +55,8 @@ class YesNo:
                trace: Trace) -> tuple[list[SearchResult], Outcome]:
         groups = [[doc_id] for doc_id in top_documents(passages, 2)]
         bar = confidence_bar(question, tools)
+        if not tools.config.judge_yes_no and bar <= tools.config.min_confidence:
+            bar = 0.0  # not judged: the first paper is read, whatever the model would say of it
         judged = read_judged(question, passages, groups, JUDGE_REQUEST, tools, trace, bar)
         if judged is None:
             return passages, Outcome.abstain("judge", "no retrieved paper could be read")
@@ -62,19 +68,24 @@ class YesNo:
             return judged.passages, Outcome.abstain(
                 by, f"the papers read do not address the question (confidence {judged.confidence:.2f} < {bar:.2f})",
                 evidence, judged.confidence)
-        messages, written = tools.model.conclude(judged.papers, question.text, CONCLUSION_REQUEST, trace)
+        request = CONCLUSION_REQUEST
+        if tools.config.focus_sentences:
+            quoted_ = [quoted(evidence[i].text) for i in related(question.text, evidence, tools.config.focus_sentences)]
+            request = "The paper's sentences most related to the question:\n" + "\n".join(
+                f"- {text}" for text in quoted_) + f"\n\n{CONCLUSION_REQUEST}"
+        messages, written = tools.model.conclude(judged.papers, question.text, request, trace)
         probabilities = tools.model.decide(messages, written.text, trace)
         config = tools.config
         decision = decision_of(probabilities, config.min_confidence, config.rules.yes_bar)
         if decision != max(DECISIONS, key=lambda d: probabilities[d]):
             trace.acted("yes_bar")
-        with trace.stage("verify"):
-            statements = verify(written.text, written.truncated, evidence, config, trace, question.text,
+        with trace.stage("verify"):  # no extract: what a decision rests on is the sentence most related to it
+            checked = replace(config, rules=replace(config.rules, extract=False))
+            statements = verify(written.text, written.truncated, evidence, checked, trace, question.text,
                                 labels(judged.papers))
-        if not statements and evidence:  # the decision is the answer: it rests on the closest sentence
-            texts = [readable(s.text) for s in evidence]
-            index = closest(written.text or question.text, texts)
-            statements = [Statement(texts[index].rstrip(" .;:,"), (index,), "extract")]
+        if not statements and evidence:  # the decision is the answer: it rests on the sentence most related
+            index = related(question.text, evidence, 1)[0]
+            statements = [Statement(readable(evidence[index].text).rstrip(" .;:,"), (index,), "extract")]
         return judged.passages, Outcome(evidence=evidence, statements=statements[:1], written=written.text,
                                         confidence=judged.confidence, decision=decision,
                                         decision_probabilities=probabilities)
