@@ -1,12 +1,28 @@
-"""Sample ML abstracts for the question-writing helpers: singles and related pairs, split by document into halves."""
-import glob, gzip, hashlib, json, random
-from sklearn.feature_extraction.text import TfidfVectorizer
-import numpy as np
+"""Draw the batches of ML abstracts the helpers wrote ``eval/ml_questions.jsonl`` from (``eval/ml_questions.md``):
+per helper, 32 single abstracts (16 of each half) and 6 pairs of related abstracts (3 of each half), written as
+``batchN.md`` files into the folder given (default ``/tmp/ml-question-batches``).
 
-CORPUS = "/work/shared/corpora/ml_abstracts.jsonl.gz"
-docs = [json.loads(l) for l in gzip.open(CORPUS)]
-used = set()
-for f in glob.glob("/work/main/eval/*.jsonl"):
+    python eval/make_ml_questions.py [OUT_DIR]   # run at the commit that added the set: it skips the abstracts
+                                                 # the question sets of that commit used
+"""
+import glob
+import gzip
+import hashlib
+import json
+import random
+import sys
+from pathlib import Path
+
+import numpy as np
+from sklearn.feature_extraction.text import TfidfVectorizer
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT.parent / "shared" / "corpora" / "ml_abstracts.jsonl.gz"
+OUT = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/ml-question-batches")
+OUT.mkdir(parents=True, exist_ok=True)
+docs = [json.loads(line) for line in gzip.open(CORPUS)]
+used = set()  # the abstracts the question sets of that day already asked about
+for f in glob.glob(str(ROOT / "eval" / "*.jsonl")):
     for l in open(f):
         if l.strip():
             r = json.loads(l)
@@ -51,7 +67,7 @@ for h in range(HELPERS):
     batches.append((singles, pairs))
 
 for h, (singles, pairs) in enumerate(batches, start=1):
-    with open(f"batch{h}.md", "w") as out:
+    with open(OUT / f"batch{h}.md", "w") as out:
         out.write(f"# Batch {h}\n\n## Single abstracts\n\n")
         for i in singles:
             d = docs[i]

@@ -1,15 +1,14 @@
 """The evaluation runner: opens what an evaluation needs through the service's wiring
-(:mod:`citerag.service.pipeline`), runs it, and writes its reports. ``citerag eval`` (:mod:`citerag.eval.cli`) and
-``python -m citerag.eval`` parse their options into an :class:`EvalRequest` and call :func:`run`.
+(:mod:`citerag.service.pipeline`), runs it, and records it (:mod:`citerag.eval.latest`: ``eval/results/``).
+``citerag eval`` (:mod:`citerag.eval.cli`) and ``python -m citerag.eval`` parse their options into an
+:class:`EvalRequest` and call :func:`run`.
 
-Four evaluations, one per request:
+Three evaluations, one per request:
 
-* the dev set's retrieval (:func:`run_devset`): ``devset[-BACKEND].md`` and ``.json``;
-* a BEIR benchmark's retrieval (:func:`run_benchmark`), indexed into ``.citerag-bench/<name>/``: ``<name>.md``,
-  ``.json`` and a bar chart ``.png``;
-* answers on a dev set (:func:`run_answers`): ``answers_<devset>_<half>_<label>.md`` and ``.json``;
-* a QA benchmark (:func:`run_qa`: COVID-QA spans, PubMedQA decisions), indexed into ``.citerag-bench/<name>/``:
-  ``qa_<name>_<label>.json``.
+* one half of a named evaluation set (:mod:`citerag.eval.sets`) answered by a variant (:func:`run_set`): the
+  service, the service with a setting changed, or the plain-prompt anchor; optionally with each rule's ablation;
+* the shipped dev set's retrieval (:func:`run_devset`) and a BEIR benchmark's (:func:`run_benchmark`), indexed into
+  ``.citerag-bench/<name>/``: rows of the ``retrieval`` set.
 
 Answers come from the answerer :func:`citerag.service.pipeline.open_answerer` makes, used only through
 ``answerer.ask(question, k=k)`` and the attributes of what it returns (:class:`citerag.eval.answers.AnswerLike`).
@@ -25,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from citerag.eval.latest import RESULTS
 from citerag.eval.qa import Half
 from citerag.service.settings import PROJECT_ROOT, Settings
 
 DEVSET = PROJECT_ROOT / "eval" / "devset.jsonl"
-RESULTS = PROJECT_ROOT / "eval" / "results"
 BENCH_INDEXES = Path(".citerag-bench")  # where benchmark corpora are indexed, one directory each
 
 Backend = Literal["embedded", "milvus"]
@@ -40,36 +39,31 @@ class EvalRequest:
     """One evaluation, as ``citerag eval``'s options give it.
 
     Attributes:
-        benchmark: a BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/test.tsv``): its retrieval instead
-            of the dev set's.
-        answers: evaluate answers on ``devset`` (accuracy, citations, abstention) instead of retrieval.
-        qa: a QA benchmark folder (``corpus.jsonl``, ``questions.jsonl``): answers to its questions.
-        sample, seed: ``qa``: a fixed sample of this many questions, drawn with this seed (``None``: all).
-        half: ``qa`` and ``answers``: the odd question ids (``dev``), the even ones (``test``) or ``all``.
-        label: ``qa`` and ``answers``: the run's name in the results files.
-        k: passages per question for ``qa`` and ``answers`` (``None``: the settings' ``ask_k``).
-        devset: the dev set (JSONL).
+        set: a named evaluation set (:data:`citerag.eval.sets.SETS`) whose ``half`` is answered; ``None``: a
+            retrieval evaluation (``benchmark`` or the dev set).
+        variant: what answers ``set`` (:data:`VARIANTS`).
+        ablate: also measure each rule's effect (:mod:`citerag.eval.ablation`; the service only).
+        half: ``dev``, ``test`` or ``all`` (how each set splits: :func:`citerag.eval.qa.half`).
+        seed: a QA set's sample's random seed.
+        k: passages per question (``None``: the settings' ``ask_k``).
+        benchmark: a BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/test.tsv``): its retrieval.
+        devset: the dev set (JSONL) whose retrieval is measured when neither ``set`` nor ``benchmark`` is given.
         out: the results directory (created when missing).
-        index_dir: the index (default: the settings' for the dev set, ``.citerag-bench/<name>`` for a benchmark;
-            not used by ``qa``).
+        index_dir: the index (default: the settings' for the dev set, ``.citerag-bench/<name>`` for a benchmark).
         backend: the retrieval backend for retrieval runs (``None``: the settings').
     """
 
-    benchmark: Path | None = None
-    answers: bool = False
-    qa: Path | None = None
-    sample: int | None = None
-    seed: int = 0
+    set: str | None = None
+    variant: str = "service"
+    ablate: bool = False
     half: Half = "test"
-    label: str = "default"
+    seed: int = 0
     k: int | None = None
+    benchmark: Path | None = None
     devset: Path = DEVSET
     out: Path = RESULTS
     index_dir: Path | None = None
     backend: Backend | None = None
-    set: str | None = None
-    variant: str = "service"
-    ablate: bool = False
 
 
 @dataclass(frozen=True)
@@ -90,10 +84,6 @@ def run(request: EvalRequest) -> EvalOutcome:
     request.out.mkdir(parents=True, exist_ok=True)
     if request.set is not None:
         return run_set(request)
-    if request.qa is not None:
-        return run_qa(request)
-    if request.answers:
-        return run_answers(request)
     if request.benchmark is not None:
         return run_benchmark(request)
     return run_devset(request)
@@ -251,7 +241,8 @@ def _ablated(kind: str, questions: list[Any], settings: Settings, searcher: Any,
 
 
 def run_devset(request: EvalRequest) -> EvalOutcome:
-    """Recall@1/5/10, MRR@10 and nDCG@10 of bm25, dense and hybrid on the dev set, by mode and by question kind.
+    """Recall@1/5/10, MRR@10 and nDCG@10 of bm25, dense and hybrid on the dev set's answerable questions (the
+    shipped corpus), recorded as rows of the ``retrieval`` set (:func:`_record_retrieval`).
 
     Raises:
         ValueError: the dev set does not exist.
@@ -262,127 +253,41 @@ def run_devset(request: EvalRequest) -> EvalOutcome:
         raise ValueError(f"{request.devset}: dev set not found")
     settings = _settings(request.index_dir)
     settings = settings.model_copy(update={"backend": request.backend or settings.backend})
-    suffix = "" if settings.backend == "embedded" else f"-{settings.backend}"
     results = evaluate_devset(open_searcher(settings)[0], load_devset(request.devset))
-    table = markdown_table(results)
-    (request.out / f"devset{suffix}.md").write_text(
-        f"# Retrieval on the dev set ({results['questions']} answerable questions, document-level, "
-        f"{settings.backend} backend)\n\n{table}\n"
-    )
-    (request.out / f"devset{suffix}.json").write_text(json.dumps(results, indent=2) + "\n")
-    return EvalOutcome(results, table)
+    _record_retrieval(request, request.devset.stem, settings.backend, results["modes"],
+                      f"{results['questions']} answerable questions of `{request.devset.name}`")
+    return EvalOutcome(results, markdown_table(results))
 
 
 def run_benchmark(request: EvalRequest) -> EvalOutcome:
     """nDCG@10, Recall@10/100 and MRR@10 of bm25, dense, hybrid-rrf, hybrid-weighted and hybrid-bounded (not on
-    Milvus) on a BEIR benchmark, its corpus indexed into ``request.index_dir`` or ``.citerag-bench/<name>``."""
-    from citerag.eval.retrieval import (
-        BENCHMARK_RUNS, bar_chart, evaluate_benchmark, load_beir, metrics_table, write_report,
-    )
+    Milvus) on a BEIR benchmark, its corpus indexed into ``request.index_dir`` or ``.citerag-bench/<name>``; recorded
+    as rows of the ``retrieval`` set."""
+    from citerag.eval.retrieval import BENCHMARK_RUNS, evaluate_benchmark, load_beir, metrics_table
 
     assert request.benchmark is not None
     bench = load_beir(request.benchmark)
     settings = Settings(index_dir=request.index_dir or BENCH_INDEXES / bench.name, corpus=[bench.corpus])
     settings = settings.model_copy(update={"backend": request.backend or settings.backend})
-    suffix = "" if settings.backend == "embedded" else f"-{settings.backend}"
-    started = time.perf_counter()
     searcher, held = open_searcher(settings)
     runs = {
         name: run for name, run in BENCHMARK_RUNS.items() if settings.backend == "embedded" or name != "hybrid-bounded"
     }
     results = evaluate_benchmark(searcher, bench, runs)
-    results["settings"] = {
-        **held,
-        "backend": settings.backend,
-        "candidates": settings.candidates,
-        "rrf_k": settings.rrf_k,
-        "weights": [settings.weight_bm25, settings.weight_dense],
-        "default_fusion": settings.fusion,
-        "seconds": round(time.perf_counter() - started, 1),
-    }
-    table = metrics_table(results["runs"])
-    generated = (
-        f"{table}\n\n{results['queries']} queries, {held['documents']} documents in {held['passages']} "
-        f"passages; document score = best passage (MaxP). Settings: `{json.dumps(results['settings'])}`. "
-        f"Produced by `citerag eval --benchmark {request.benchmark}"
-        f"{' --backend ' + settings.backend if suffix else ''}`."
-    )
-    name = f"{bench.name}{suffix}"
-    write_report(request.out / f"{name}.md", generated, f"Retrieval on {bench.name} ({settings.backend} backend)")
-    (request.out / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
-    bar_chart(results["runs"], f"{bench.name} ({results['queries']} queries)", request.out / f"{name}.png")
-    return EvalOutcome(results, table)
+    _record_retrieval(request, bench.name, settings.backend, results["runs"],
+                      f"{results['queries']} queries, {held['documents']} documents in {held['passages']} passages")
+    return EvalOutcome(results, metrics_table(results["runs"]))
 
 
-def run_answers(request: EvalRequest) -> EvalOutcome:
-    """Answer accuracy, citation precision and recall, abstention and latency on one half of the dev set, each
-    question asked through the ``/ask`` code path with ``request.k`` passages."""
-    from citerag.eval.answers import evaluate_answers
-    from citerag.eval.qa import half
-    from citerag.eval.retrieval import load_devset, metrics_table, write_report
-    from citerag.index.lifecycle import ensure_index
-    from citerag.service.pipeline import index_setup, open_answerer, open_retriever
+def _record_retrieval(request: EvalRequest, dataset: str, backend: str, runs: dict[str, dict[str, float]],
+                      what: str) -> None:
+    """One row of the ``retrieval`` set per retrieval mode (``all/<dataset>-<mode>[-<backend>]``), documents ranked
+    by their best passage (MaxP)."""
+    from citerag.eval.latest import Run, record
 
-    devset, which, label = request.devset, request.half, request.label
-    settings = _settings(request.index_dir)
-    k = request.k or settings.ask_k
-    index = ensure_index(index_setup(settings), show_progress=True)
-    answerer = open_answerer(settings, open_retriever(settings, index))
-    results = evaluate_answers(answerer, half(load_devset(devset), which), k=k)
-    summary = {key: round(value, 3) for key, value in results["summary"].items()}
-    model = settings.generator_path.name if settings.generator_path else settings.generator
-    lines = [f"Model {model}, k = {k}, {which} half of `{devset.name}`; "
-             f"produced by `citerag eval --answers --devset {devset.name} --half {which} --k {k} --label {label}`.",
-             "", metrics_table({label: summary}, "setting"), "",
-             "| qid | kind | correct | abstained | relevant/citations | answer |", "|---|---|---|---|---|---|"]
-    for q in results["questions"]:
-        answer = q["answer"].replace("|", "\\|").replace("\n", " ")
-        lines.append(f"| {q['qid']} | {q['kind']} | {q['correct']} | {q['abstained']} | "
-                     f"{q['relevant_citations']}/{q['citations']} | {answer} |")
-    name = f"answers_{devset.stem}_{which}_{label}"
-    write_report(request.out / f"{name}.md", "\n".join(lines), f"Answers on {devset.name} ({which} half)")
-    (request.out / f"{name}.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    return EvalOutcome(results["summary"], metrics_table({"default": summary}, "setting"))
-
-
-def run_qa(request: EvalRequest) -> EvalOutcome:
-    """A QA benchmark's questions (``request.half``, sampled) asked through the ``/ask`` code path over an index of
-    its corpus in ``.citerag-bench/<name>``; writes ``qa_<name>_<label>.json`` (token F1 and span hit for span
-    benchmarks, decision accuracy for yes/no ones, risk-coverage)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    from citerag.eval.qa import evaluate_qa, half, load_qa, sample
-    from citerag.index.lifecycle import ensure_index
-    from citerag.service.pipeline import index_setup, open_answerer, open_retriever
-
-    assert request.qa is not None
-    which, n, seed = request.half, request.sample, request.seed
-    bench = load_qa(request.qa)
-    questions = sample(half(bench.questions, which), n, seed)
-    settings = _settings(None).model_copy(update={"index_dir": BENCH_INDEXES / bench.name, "corpus": [bench.corpus]})
-    k = request.k or settings.ask_k
-    retriever = open_retriever(settings, ensure_index(index_setup(settings), show_progress=True))
-    answerer = open_answerer(settings, retriever)
-    key = "token_f1" if bench.kind == "span" else "accuracy"
-    with Progress(
-        TextColumn(f"{bench.name} {which}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[score]}"),
-        TimeRemainingColumn(), transient=not sys.stderr.isatty(), disable=not sys.stderr.isatty(),
-    ) as progress:
-        task = progress.add_task("qa", total=len(questions), score="")
-
-        def on_record(_: Any, running: dict[str, float]) -> None:
-            progress.update(task, advance=1, score=f"{key} {running[key]:.3f}")
-
-        results = evaluate_qa(
-            lambda q: answerer.ask(q, k=k), bench, questions,
-            search=lambda q: retriever.search(q, k=20, mode="hybrid"), on_record=on_record,
-        )
-    results["settings"] = {
-        "k": k, "half": which, "sample": n, "seed": seed,
-        "evidence_sentences": settings.evidence_sentences, "min_confidence": settings.min_confidence,
-        "generator": settings.generator_path.name if settings.generator_path else settings.generator,
-    }
-    out = request.out / f"qa_{bench.name}_{request.label}.json"
-    out.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    summary = {name: round(value, 3) for name, value in results["summary"].items()}
-    return EvalOutcome(summary, "\n".join(f"{name}: {value}" for name, value in summary.items()))
+    suffix = "" if backend == "embedded" else f"-{backend}"
+    description = ("Document-level retrieval (a document ranked by its best passage, MaxP; ir-measures): the "
+                   "shipped dev set and BEIR benchmarks, by mode.")
+    for mode, metrics in runs.items():
+        record(Run("retrieval", "all", f"{dataset}-{mode}{suffix}", {k: round(v, 4) for k, v in metrics.items()},
+                   settings={"what": what, "backend": backend}, description=description), request.out)

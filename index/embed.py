@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-from cachetools import LRUCache
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -94,39 +91,3 @@ class SentenceTransformerEmbedder:
             show_progress_bar=show_progress,
         )
         return np.ascontiguousarray(vectors, dtype=np.float32)
-
-
-class LRUEncode:
-    """An encode function (``list[str] -> (n, dim) float32``) that keeps the vectors of the ``maxsize`` texts used
-    most recently in memory and encodes only the others, in one call; thread-safe. For the sentences evidence is
-    chosen from: a corpus's sentences recur across questions, and each is encoded alone (the int8 ONNX encoder's
-    default batch of 1), so a cached vector is the one a new encoding would give.
-
-    Args:
-        encode: the encoder (``list[str] -> (n, dim) float32``, rows L2-normalised).
-        maxsize: texts kept (384-d float32: 1.5 KiB each; the default ~12 MiB).
-
-    Raises:
-        ValueError: ``maxsize`` below 1.
-    """
-
-    def __init__(self, encode: Callable[[list[str]], np.ndarray], maxsize: int = 8192) -> None:
-        if maxsize < 1:
-            raise ValueError(f"maxsize must be >= 1, got {maxsize}")
-        self.encode = encode
-        self.cache: LRUCache[str, np.ndarray] = LRUCache(maxsize)
-        self.lock = threading.Lock()
-
-    def __call__(self, texts: list[str]) -> np.ndarray:
-        """``texts`` encoded: float32 ``(len(texts), dim)``, in order."""
-        with self.lock:
-            found = {text: self.cache[text] for text in texts if text in self.cache}
-        missing = [text for text in dict.fromkeys(texts) if text not in found]
-        if missing:
-            vectors = self.encode(missing)
-            with self.lock:
-                for text, vector in zip(missing, vectors, strict=True):
-                    self.cache[text] = found[text] = vector
-        if not texts:
-            return self.encode([])
-        return np.stack([found[text] for text in texts]).astype(np.float32, copy=False)
