@@ -21,7 +21,7 @@ Metrics per condition, over the follow-up turns:
 * latency: median total answer time (ms), and the median time of making the question standalone (ms) for the
   rewritten turns and for those left as they were.
 
-Run: ``python -m citerag.eval.conversations [--limit N] [--threads ID,...] [--out eval/results]`` (the shipped corpus,
+Run: ``python -m citerag.eval.conversations [--limit N] [--threads ID,...] [--out eval/runs]`` (the shipped corpus,
 with the model); ``--corpus pubmedqa --retrieval-only`` for the threads over a benchmark corpus in
 ``../shared/benchmarks`` (retrieval hit only, no model).
 """
@@ -255,8 +255,9 @@ def report(records: list[TurnRecord], threads: int, note: str = "") -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Build (or reuse) an index of the shipped corpus, run the set, write ``conversations.md`` and ``.json``."""
-    from citerag.service.answering.runner import retrieval_pipeline
     from citerag.index.lifecycle import ensure_index
+    from citerag.service.answering.config import AnswerConfig
+    from citerag.service.answering.runner import AnswerPipeline
     from citerag.service.pipeline import index_setup, open_answerer, open_backend
     from citerag.service.settings import Settings
 
@@ -265,7 +266,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--limit", type=int, default=0, help="First N threads only (0: all).")
     parser.add_argument("--threads", default="", help="Comma-separated thread ids to run (default: all).")
     parser.add_argument("--index-dir", type=Path, default=Path(tempfile.gettempdir()) / "citerag-conversations")
-    parser.add_argument("--out", type=Path, default=PROJECT_ROOT / "eval" / "results")
+    parser.add_argument("--out", type=Path, default=PROJECT_ROOT / "eval" / "runs")
     parser.add_argument("--corpus", default="icml2026",
                         help="The threads of this corpus: icml2026 (data/icml2026) or a benchmark's name.")
     parser.add_argument("--benchmarks", type=Path, default=PROJECT_ROOT.parent / "shared" / "benchmarks",
@@ -288,9 +289,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         threads = [t for t in threads if t["id"] in args.threads.split(",")]
 
-    answerer = retrieval_pipeline(backend, settings.ask_k) if args.retrieval_only else open_answerer(settings, backend)
-
-    retriever = retrieval_pipeline(backend, settings.ask_k)
+    retriever = AnswerPipeline(backend, None, AnswerConfig.of(settings))  # retrieval only: every answer "not asked"
+    answerer = retriever if args.retrieval_only else open_answerer(settings, backend)
 
     def ask(question: str, keep: tuple[str, ...]) -> Answer:
         return answerer.ask(question, k=settings.ask_k, keep=keep)

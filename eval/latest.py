@@ -27,7 +27,8 @@ RUNS = PROJECT_ROOT / "eval" / "runs"
 LATEST, HISTORY = "LATEST.md", "HISTORY.md"
 #: Summary metrics shown in LATEST.md, in this order, where a set's runs have them (others are kept in the JSON).
 COLUMNS = (
-    "questions", "facts", "fact", "number", "which-paper", "yesno", "two-paper", "both_named", "papers_named", "off_corpus_abstained",
+    "questions", "facts", "fact", "number", "which-paper", "yesno", "two-paper", "both_named", "papers_named",
+    "off_corpus_abstained",
     "answer_accuracy", "citation_precision", "readable", "token_f1", "span_hit", "accuracy", "macro_f1",
     "nDCG@10", "Recall@10", "MRR@10", "median_total_ms",
 )

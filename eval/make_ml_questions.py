@@ -23,14 +23,16 @@ OUT.mkdir(parents=True, exist_ok=True)
 docs = [json.loads(line) for line in gzip.open(CORPUS)]
 used = set()  # the abstracts the question sets of that day already asked about
 for f in glob.glob(str(ROOT / "eval" / "*.jsonl")):
-    for l in open(f):
-        if l.strip():
-            r = json.loads(l)
+    for line in open(f):
+        if line.strip():
+            r = json.loads(line)
             used |= set(r.get("qrels") or {})
             used |= {p.get("doc_id") for p in r.get("papers") or []}
 
+
 def half(doc_id):  # by document: the sha1 of its id
     return "dev" if hashlib.sha1(doc_id.encode()).digest()[0] % 2 else "test"
+
 
 ok = [i for i, d in enumerate(docs) if d["_id"] not in used and 60 <= len(d["text"].split()) <= 400]
 rng = random.Random(20261207)
@@ -46,15 +48,19 @@ for h in range(HELPERS):
     for want in ("dev", "test"):
         n = 0
         while n < SINGLES // 2:
-            i = order[pos]; pos += 1
+            i = order[pos]
+            pos += 1
             if i in taken or half(docs[i]["_id"]) != want:
                 continue
-            singles.append(i); taken.add(i); n += 1
+            singles.append(i)
+            taken.add(i)
+            n += 1
     pairs = []
     for want in ("dev", "test"):
         n = 0
         while n < PAIRS // 2:
-            i = order[pos]; pos += 1
+            i = order[pos]
+            pos += 1
             if i in taken or half(docs[i]["_id"]) != want:
                 continue
             sims = (X @ X[i].T).toarray().ravel()
@@ -62,7 +68,9 @@ for h in range(HELPERS):
             for j in np.argsort(-sims)[:50]:
                 j = int(j)
                 if j not in taken and half(docs[j]["_id"]) == want and docs[j]["_id"] not in used and sims[j] < 0.6:
-                    pairs.append((i, j)); taken |= {i, j}; n += 1
+                    pairs.append((i, j))
+                    taken |= {i, j}
+                    n += 1
                     break
     batches.append((singles, pairs))
 

@@ -71,7 +71,8 @@ def load_qa(folder: Path) -> QABenchmark:
             row = json.loads(line)
             answers = tuple((a["text"], int(a["start"]), int(a["end"])) for a in row.get("answers", ()))
             if not answers and row.get("decision") not in m.DECISIONS:
-                raise CiteragError(f"{questions_file}:{line_no}: a question needs 'answers' or a yes/no/maybe 'decision'")
+                raise CiteragError(
+                    f"{questions_file}:{line_no}: a question needs 'answers' or a yes/no/maybe 'decision'")
             questions.append(QAQuestion(str(row["id"]), row["question"], row["doc_id"], answers, row.get("decision")))
     kind: Literal["span", "decision"] = "span" if questions and questions[0].answers else "decision"
     return QABenchmark(folder.name, kind, corpus, questions)
@@ -161,7 +162,8 @@ def reach_rank(results: list[Any], question: QAQuestion) -> int | None:
     """The 1-based rank of the first passage in ``results`` that overlaps a gold answer span, or ``None``."""
     for rank, result in enumerate(results, start=1):
         p = result.passage
-        if p.doc_id == question.doc_id and any(m.spans_overlap((p.start, p.end), (s, e)) for _, s, e in question.answers):
+        if p.doc_id == question.doc_id and any(m.spans_overlap((p.start, p.end), (s, e))
+                                               for _, s, e in question.answers):
             return rank
     return None
 

@@ -17,9 +17,7 @@ The conversational evaluation has its own entry point (``python -m citerag.eval.
 
 from __future__ import annotations
 
-import json
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -176,7 +174,6 @@ def run_set(request: EvalRequest) -> EvalOutcome:
                   transient=not sys.stderr.isatty(), disable=not sys.stderr.isatty()) as progress:
         task = progress.add_task("eval", total=len(questions))
         if request.ablate:
-            from citerag.eval.ablation import ablate
 
             effects, answers = _ablated(chosen.kind, questions, settings, searcher, k,
                                         lambda: progress.advance(task))

@@ -2,7 +2,8 @@
 
     python -m experiments.variants --set ml --kinds yesno --variant base --variant focus=fact_papers:2
 
-QA benchmark sets (covidqa, pubmedqa) are scored by span hit and by decision. Each ``--variant NAME[=FIELD:VALUE,...]`` is the default :class:`~citerag.service.answering.config.AnswerConfig`
+QA benchmark sets (covidqa, pubmedqa) are scored by span hit and by decision. Each ``--variant
+NAME[=FIELD:VALUE,...]`` is the default :class:`~citerag.service.answering.config.AnswerConfig`
 with those fields changed (``rules.NAME:false`` switches a rule off). Prints each question's outcome under each
 variant and each variant's accuracy; nothing is recorded (``citerag eval`` records).
 """

@@ -20,8 +20,8 @@ from citerag.service.generator import Speculative
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 EmbeddingBackend = Literal["torch", "onnx-int8"]
-# Chosen by measurement (eval/results/embedding_backends.md): SciFact nDCG@10 of the default hybrid 0.7318 vs torch's
-# 0.7322 (the rule: at most 0.005 lower), and about twice the passages/s.
+# Chosen by measurement (the documentation's retrieval page): the same retrieval quality as torch, within the rule
+# of at most 0.005 nDCG@10 lower on SciFact, at about twice the passages/s.
 DEFAULT_EMBEDDING_BACKEND: EmbeddingBackend = "onnx-int8"
 #: Answering's defaults live in :class:`~citerag.service.answering.config.AnswerConfig`; the settings take theirs.
 _ANSWER = AnswerConfig()
@@ -59,8 +59,8 @@ class Settings(BaseSettings):
     # Embedding.
     embedding_backend: EmbeddingBackend = Field(
         DEFAULT_EMBEDDING_BACKEND,
-        description="all-MiniLM-L6-v2 on torch (float32) or onnx-int8 (onnxruntime, int8 weights; see "
-        "eval/results/embedding_backends.md). An index is searched only with the backend that built it.",
+        description="all-MiniLM-L6-v2 on torch (float32) or onnx-int8 (onnxruntime, int8 weights). An index is "
+        "searched only with the backend that built it.",
     )
     embedding_cache: bool = Field(
         True, description="Reuse passage embeddings from cache_dir/embeddings when re-indexing (keyed by text + model)."
@@ -77,7 +77,7 @@ class Settings(BaseSettings):
     candidates: int = Field(100, ge=1, le=1000, description="Top-N from each retriever before fusion.")
     fusion: FusionMethod = Field(
         "bounded",
-        description="Hybrid fusion: bounded (default, see eval/results/scifact.md), rrf or weighted. The Milvus "
+        description="Hybrid fusion: bounded (default; the docs' retrieval page says why), rrf or weighted. The Milvus "
         "backend cannot run bounded: it falls back to rrf, with a warning and stats()['fusion_fallback'].",
     )
     dense_index: DenseSetting = Field(

@@ -95,8 +95,9 @@ class AnswerConfig:
             does not answer: :attr:`Rules.second_paper`); 2, the best two together.
         focus_sentences: a yes/no question's conclusion is asked with this many of the paper's sentences most related
             to the question quoted after it (0: none).
-        judge_yes_no: a yes/no question is first judged on whether the paper addresses it (off: only the retrieval
-            gap and the unseen-word rule abstain).
+        judge_yes_no: a yes/no question is first judged on whether the paper addresses it (off: the best paper is
+            read unjudged, and only the retrieval gap and, with a word no indexed passage holds, the judgement
+            under :attr:`min_confidence_unseen` abstain).
         candidate_papers: the most papers a which-papers question judges.
         candidate_ratio: a which-papers candidate's best passage must score this share of the best one's.
         answer_tokens: the written answer's limit (model tokens).
@@ -116,8 +117,8 @@ class AnswerConfig:
     read_tokens: int = 700
     whole_paper_chars: int = 4000
     fact_papers: int = 1
-    focus_sentences: int = 0
-    judge_yes_no: bool = True
+    focus_sentences: int = 3
+    judge_yes_no: bool = False
     candidate_papers: int = 4
     candidate_ratio: float = 0.5
     answer_tokens: int = 120

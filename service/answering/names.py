@@ -69,7 +69,8 @@ def _own_part(candidate: str) -> bool:
 @lru_cache(maxsize=4096)
 def coined_name(text: str) -> str | None:
     """The name an abstract coins for its method, model or benchmark, or ``None``: in the words after "we propose
-    / introduce / present ..." or "called / named ...", an abbreviation in brackets ("... Kiln Firing Optimization (KFO)"),
+    / introduce / present ..." or "called / named ...", an abbreviation in brackets ("... Kiln Firing Optimization
+    (KFO)"),
     else the first name-shaped token not used as a modifier of the next word nor after a preposition, else a
     capitalised word set off as a name ("we propose Quill (...)"); else a name it calls its own ("our PolyKiln
     models").
@@ -179,14 +180,16 @@ def subject_label(document: Document) -> str | None:
     """What an answer's sentence calls ``document`` when it names it as its subject: the shortest of its names a
     reader knows it by. Its title's head before a colon when short (:data:`MAX_TITLE_HEAD_WORDS`: "Seed-Sort",
     "Kiln Loops"); else the name its abstract coins (:func:`coined_name`), unless the title uses that name among
-    other words (then it names the topic, not the paper: "MCMC" in "Combining Kriging and MCMC"); else :func:`paper_label` (its title, or ``None``). A subject of twenty words
+    other words (then it names the topic, not the paper: "MCMC" in "Combining Kriging and MCMC"); else
+    :func:`paper_label` (its title, or ``None``). A subject of twenty words
     ("Unsupervised Glaze-to-Colour Prediction with Adaptive Select Layer-Instance Normalization and Semi-cycle
     Consistency (Glaze-GAN) proposed ...") is not read as one.
 
-    >>> subject_label(Document("d", "Glaze Colour Prediction with Semi-cycle Consistency", "We propose Glaze-GAN, a GAN.", ""))
+    >>> subject_label(Document("d", "Glaze Colour Prediction with Semi-cycle Consistency",
+    ...                        "We propose Glaze-GAN, a GAN.", ""))
     'Glaze-GAN'
     >>> subject_label(Document("d", "QK-Vault: Fast Eviction of Heads", "We propose QK-Vault.", "")), subject_label(
-    ...     Document("d", "Combining Kriging and MCMC", "We develop a way to combine Markov chain Monte Carlo (MCMC).", ""))
+    ...     Document("d", "Combining Kriging and MCMC", "We combine Markov chain Monte Carlo (MCMC).", ""))
     ('QK-Vault', 'Combining Kriging and MCMC')
     """
     title = readable(document.title).strip().replace("[", "(").replace("]", ")")
@@ -254,7 +257,7 @@ def question_names(question: str) -> list[str]:
 
     >>> question_names("How do SG2P and Root Growth Networks each model uncertainty?")
     ['SG2P', 'Root Growth Networks']
-    >>> question_names("Two papers study mulch: 'Dissecting Mulch' and 'On the Drainage of Mulch and Beyond'. What ...?")
+    >>> question_names("Two papers: 'Dissecting Mulch' and 'On the Drainage of Mulch and Beyond'. What ...?")
     ['Dissecting Mulch', 'On the Drainage of Mulch and Beyond']
     """
     folded = fold(question)

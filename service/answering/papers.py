@@ -30,7 +30,7 @@ from citerag.service.answering.types import Evidence, Paper
 #: Sentences shorter than this many words are not read on their own (headings, "Methods:", links).
 MIN_WORDS = 4
 #: A sentence longer than this many characters is cut at clause boundaries into pieces of about this size.
-MAX_CHARS = 300
+MAX_CHARS = 500
 _URL = re.compile(r"\(?(?:https?://|www\.)\S+")
 _WORD = re.compile(r"[^\W_][\w'’-]*")
 

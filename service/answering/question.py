@@ -60,10 +60,12 @@ _ONE_PAPER = re.compile(r"^\s*(?:(?:in|from) )?(?:which|what) (?:\w+ )?(?:paper|
 # question about two papers: "two/both/these two ... papers", "the one ... the other", or two phrases that each
 # describe a paper ("the paper that ... and the work that ..."). "compared with" qualifies a figure, and
 # "comparison" alone names a task.
-_WORK = r"(?:papers?|works?|stud(?:y|ies)|articles?|analys[ie]s|methods?|approach(?:es)?|frameworks?|algorithms?|models?)"
+_WORK = (r"(?:papers?|works?|stud(?:y|ies)|articles?|analys[ie]s|methods?|approach(?:es)?|frameworks?|algorithms?"
+         r"|models?)")
 _COMPARE = re.compile(
-    r"\bhow (?:do|does|did)\b[^?]{1,120}?\bcompare\b|\bcomparison (?:of|between)\b|\bcompare\b[^?]{1,80}?\b(?:and|with|to)\b"
-    rf"|\bdiffer(?:s|ed|ence|ences)?\b|\bversus\b|\bvs\.?\s|\beach of\b|\b(?:two|both)\b(?:\s+[\w-]+){{0,4}}\s+{_WORK}\b"
+    r"\bhow (?:do|does|did)\b[^?]{1,120}?\bcompare\b|\bcomparison (?:of|between)\b"
+    r"|\bcompare\b[^?]{1,80}?\b(?:and|with|to)\b|\bdiffer(?:s|ed|ence|ences)?\b|\bversus\b|\bvs\.?\s|\beach of\b"
+    rf"|\b(?:two|both)\b(?:\s+[\w-]+){{0,4}}\s+{_WORK}\b"
     r"|\bboth (?:are|were|use|study|propose)\b|\bthe other\b",
     re.IGNORECASE,
 )
@@ -208,8 +210,8 @@ def content_terms(question: str) -> list[tuple[str, str]]:
     """``(word, BM25 token)`` of each distinct content word of ``question``, in order: function words
     (:data:`~citerag.service.answering.language.FUNCTION_WORDS`) dropped, a hyphenated compound split into its words.
 
-    >>> content_terms("How does the Quillmark tokenizer split compound-words?")
-    [('Quillmark', 'quillmark'), ('tokenizer', 'token'), ('split', 'split'), ('compound', 'compound'), ('words', 'word')]
+    >>> content_terms("How does the Quillmark tokenizer split words?")
+    [('Quillmark', 'quillmark'), ('tokenizer', 'token'), ('split', 'split'), ('words', 'word')]
     """
     seen: dict[str, str] = {}
     for word in re.findall(r"[^\W_]+", fold(question)):

@@ -46,7 +46,8 @@ class TestFact:
         assert generator.calls[1]["messages"][-1] == {"role": "assistant", "content": "yes\n"}  # the writer follows
 
     def test_a_paper_that_does_not_answer_sends_the_model_to_the_next_one(self) -> None:
-        generator = FixedGenerator("EmberLoop cuts firewood use by 40%.", judge=lambda m: 0.9 if about(m, "kilns") else 0.2)
+        generator = FixedGenerator("EmberLoop cuts firewood use by 40%.",
+                                   judge=lambda m: 0.9 if about(m, "kilns") else 0.2)
         answer = pipeline([result("seeds", SEEDS), result("kilns", KILNS, rank=2)], generator).ask(
             "How much firewood does the flue heat exchanger save?")
         assert answer.answer == "EmberLoop cuts firewood use by 40% [2]." and answer.rules == ("second_paper",)
@@ -109,8 +110,12 @@ class TestYesNo:
         assert answer.answer == "No. Magnesium did not reduce cramp frequency compared with placebo [1]."
         assert cited(answer) == [("trial", *span(TRIAL, "RESULTS: Magnesium did not reduce cramp frequency compared "
                                                         "with placebo in 120 patients."))]
-        conclusion, decision = generator.calls[1], generator.calls[2]
+        conclusion, decision = generator.calls  # not judged first: the decision says whether the paper supports it
         assert conclusion["grammar"] is None and decision["grammar"] == 'root ::= "yes" | "no" | "maybe"'
+        assert prompt_of(conclusion["messages"]).endswith(  # the sentences most related, quoted before the request
+            "- RESULTS: Magnesium did not reduce cramp frequency compared with placebo in 120 patients.\n"
+            "- CONCLUSIONS: Magnesium is not effective for leg cramps.\n\nIn one sentence, state what the paper's "
+            "results conclude about the question.")
         assert decision["messages"][-1]["content"].endswith("So the answer to the question, yes, no or maybe, is:")
 
     def test_an_unsure_yes_is_not_a_yes(self) -> None:
@@ -128,7 +133,8 @@ class TestWhichPapers:
         answer = pipeline([result("seeds", SEEDS), result("kilns", KILNS, rank=2)], generator).ask(
             "Which paper keeps seeds in sealed foil?")
         assert answer.kind == "which_papers"
-        assert answer.answer == "FrostVault: The paper proposes a protocol that stores seeds at -20 C in sealed foil [1]."
+        assert answer.answer == ("FrostVault: The paper proposes a protocol that stores seeds at -20 C in sealed "
+                                 "foil [1].")
         assert "paper_label" in answer.rules
 
     def test_each_candidate_is_judged_and_those_that_qualify_are_named(self) -> None:
@@ -157,7 +163,8 @@ class TestComparison:
         question = "How do FrostVault and EmberLoop differ in what they save?"
         answer = pipeline([result("seeds", SEEDS), result("kilns", KILNS, rank=2)], generator).ask(question)
         assert answer.answer.startswith("FrostVault keeps 94.5% of seeds viable [1]. ")
-        assert {c.result.document.doc_id for c in answer.citations} == {"seeds", "kilns"} and "each_paper" in answer.rules
+        assert {c.result.document.doc_id for c in answer.citations} == {"seeds", "kilns"}
+        assert "each_paper" in answer.rules
         off = AnswerConfig(rules=replace(Rules(), each_paper=False))
         only = pipeline([result("seeds", SEEDS), result("kilns", KILNS, rank=2)], generator, off).ask(question)
         assert {c.result.document.doc_id for c in only.citations} == {"seeds"}
