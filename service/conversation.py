@@ -8,10 +8,11 @@ question into the question that is answered (``question_used`` in the response):
    continuation (*and ..., what about ...*) and has more than :data:`SHORT_QUESTION_TERMS` content terms -- or it
    names its own subject (a coined name such as ``GP-SeedNet``).
 2. A follow-up takes its subject from the previous user question (itself made standalone first, so a three-turn
-   thread carries the subject along): the coined or capitalised name it asked about (``TERRA``, ``Platonic
-   Transformer``) replaces the first reference back ("What does it use?" -> "What does GP-SeedNet use?"; "its"
-   -> "GP-SeedNet's"; "this trial" -> "the TMV-2 trial"). With no name to carry, the previous question is
-   appended in brackets, so its terms join the retrieval query and the question the model judges evidence against.
+   thread carries the subject along): the coined or capitalised name it asked about (``TERRA``, ``Tidal
+   Transformer``), else the phrase that describes its paper ("the paper on seed banks": :func:`described_subject`),
+   replaces the first reference back ("What does it use?" -> "What does GP-SeedNet use?"; "its" -> "GP-SeedNet's";
+   "this trial" -> "the TMV-2 trial"). With no subject to carry, the previous question is appended in brackets, so
+   its terms join the retrieval query and the question the model judges evidence against.
 3. The documents the previous answer cited (``doc_ids`` of an assistant turn, when the client sends them) are
    kept as candidates: :func:`keep_candidates` puts the best passage of one of them in the last slot when
    retrieval for the follow-up found none of them.
@@ -146,6 +147,35 @@ def subject_of(question: str) -> str:
     return next((word for word in _CAPITALISED.findall(question[1:]) if word.lower() not in _QUESTION_WORDS), "")
 
 
+# A phrase that describes a paper by what it does or is about: "the paper on seed banks", "the method that sorts
+# seeds"; it runs to a comma, a question mark or "and".
+_DESCRIBED = re.compile(
+    r"\b(?:the|this|that)\s+(?:paper|work|study|method|model|approach|framework|article|system)\s+(?:on|about|that|"
+    r"which|for|proposing|introducing|with|where)\s+[^?,;]+?(?=\s+and\b|[?,;]|$)",
+    re.IGNORECASE,
+)
+_INVERTED = re.compile(r"^\s*(?:what|which|how|why|where|when)\b[^?]*?\b(?:do|does|did)\b", re.IGNORECASE)
+
+
+def described_subject(question: str) -> str:
+    """The phrase by which ``question`` describes the paper it asks about ("the paper on seed banks"), without the
+    main verb an inverted question ends with ("Which crops does the paper on seed banks study?"); ``""`` when it
+    describes none.
+
+    >>> described_subject("Which crops does the paper on seed banks study?")
+    'the paper on seed banks'
+    >>> described_subject("How cold is the method that stores seeds in foil?"), described_subject("What is X?")
+    ('the method that stores seeds in foil', '')
+    """
+    match = _DESCRIBED.search(question)
+    if match is None:
+        return ""
+    phrase = match.group(0).strip()
+    if _INVERTED.match(question[: match.start()] + " ") and not question[match.end():].strip(" ?"):
+        phrase = phrase.rsplit(" ", 1)[0]  # "does the paper on X study?": the verb ends the question
+    return phrase
+
+
 def standalone(question: str, history: Sequence[Turn] = ()) -> Standalone:
     """The standalone form of ``question`` given the earlier turns ``history`` (oldest first).
 
@@ -171,7 +201,8 @@ def _resolve(question: str, previous: Standalone | None, keep: tuple[str, ...]) 
     if previous is None or not (reason := follow_up_reason(question)):
         return Standalone(question)
     # a thread keeps its subject: a rewritten previous question passes on the one it carried
-    subject = (previous.rewritten and previous.subject) or subject_of(previous.question)
+    subject = ((previous.rewritten and previous.subject) or subject_of(previous.question)
+               or described_subject(previous.question))
     match = _reference(question)
     if subject and match is not None:
         rewritten = question[: match.start()] + _replacement(match.group(0), subject) + question[match.end():]

@@ -56,22 +56,22 @@ _WHICH_PAPERS = re.compile(
 )
 _ONE_PAPER = re.compile(r"^\s*(?:(?:in|from) )?(?:which|what) (?:\w+ )?(?:paper|abstract|work|study|article)\b",
                         re.IGNORECASE)
-# Asking to compare: "How does A compare ...", "a comparison of/between", "differ", "versus", "each of", or a
+# Asking to compare: "How does A compare ...", "compare A and B", "differ", "versus", "each of", or a
 # question about two papers: "two/both/these two ... papers", "the one ... the other", or two phrases that each
 # describe a paper ("the paper that ... and the work that ..."). "compared with" qualifies a figure, and
 # "comparison" alone names a task.
 _WORK = (r"(?:papers?|works?|stud(?:y|ies)|articles?|analys[ie]s|methods?|approach(?:es)?|frameworks?|algorithms?"
          r"|models?)")
 _COMPARE = re.compile(
-    r"\bhow (?:do|does|did)\b[^?]{1,120}?\bcompare\b|\bcomparison (?:of|between)\b"
+    r"\bhow (?:do|does|did)\b[^?]{1,120}?\bcompare\b"
     r"|\bcompare\b[^?]{1,80}?\b(?:and|with|to)\b|\bdiffer(?:s|ed|ence|ences)?\b|\bversus\b|\bvs\.?\s|\beach of\b"
     rf"|\b(?:two|both)\b(?:\s+[\w-]+){{0,4}}\s+{_WORK}\b"
-    r"|\bboth (?:are|were|use|study|propose)\b|\bthe other\b",
+    r"|\bboth (?:are|were|use|study|propose)\b|\bthe other\b|\bone (?:paper|work|study)\b[^?]*\banother\b",
     re.IGNORECASE,
 )
 # A phrase that describes a paper by what it does: "the paper that ...", "the work on ...", "the one whose ...".
-_DESCRIBED = re.compile(rf"\bthe\s+(?:[\w-]+\s+){{0,3}}?(?:{_WORK}|one)\s+(?:that|which|who|whose|on|of|for|giving|"
-                        r"with|where)\b", re.IGNORECASE)
+_DESCRIBED = re.compile(rf"\bthe\s+(?:[\w-]+\s+){{0,3}}?(?:{_WORK}|one|follow-ups?)\s+(?:that|which|who|whose|on|"
+                        r"of|for|with|where|\w+ing)\b", re.IGNORECASE)
 _COMPARED_WITH = re.compile(r"\bcompared (?:with|to)\b", re.IGNORECASE)
 # A quantity asked for: "how" and a degree word opening the question or its main clause, "by what factor", or
 # "what/which" and a measure noun within three words.
@@ -252,6 +252,10 @@ def question_kind(question: str, names: Sequence[str] = ()) -> QuestionKind:
     >>> question_kind("What loss does the paper on seed banks use, and the paper that maps soil microbes?")
     'comparison'
     >>> question_kind("Two papers study seed banks: what does each store?")
+    'comparison'
+    >>> question_kind("One paper dries seeds; another freezes them. What does each save?")
+    'comparison'
+    >>> question_kind("How much do they save: the work that dries seeds, and the follow-up freezing them?")
     'comparison'
     """
     if is_yes_no(question):

@@ -260,8 +260,7 @@ def verify(written: str, truncated: bool, sentences: Sequence[Evidence], config:
         text = readable(unframed(text)).rstrip(" .;:,")
         first = first or text
         if word_count(text) <= BARE_WORDS and (index := stating(text, texts, question)) is not None:
-            statements.append(Statement(_named(texts[index].rstrip(" .;:,"), sentences[index], config, trace),
-                                        (index,), "extract"))  # a bare value, shown in the sentence that states it
+            statements.append(extracted(index, sentences, config, trace))  # a bare value, in its sentence
         elif found := sources(text, texts, config, question, labels):
             statements.append(Statement(_named(text, sentences[found[0]], config, trace), found))
         else:
@@ -273,8 +272,14 @@ def verify(written: str, truncated: bool, sentences: Sequence[Evidence], config:
     if not config.rules.extract:
         return []
     trace.acted("extract")
-    index = closest(first or written, texts, question)
-    return [Statement(_named(texts[index].rstrip(" .;:,"), sentences[index], config, trace), (index,), "extract")]
+    return [extracted(closest(first or written, texts, question), sentences, config, trace)]
+
+
+def extracted(index: int, sentences: Sequence[Evidence], config: AnswerConfig, trace: Trace) -> Statement:
+    """The read sentence ``sentences[index]`` as a statement of the answer (``origin="extract"``): readable, its
+    opening named (:func:`named`, the rule ``name_subject``)."""
+    text = readable(sentences[index].text).rstrip(" .;:,")
+    return Statement(_named(text, sentences[index], config, trace), (index,), "extract")
 
 
 def _named(text: str, source: Evidence, config: AnswerConfig, trace: Trace) -> str:

@@ -15,12 +15,12 @@ from citerag.index.text import readable
 from citerag.service.answering.names import named_documents, subject_label
 from citerag.service.answering.question import Question, QuestionKind
 from citerag.service.answering.recipes.base import Tools, judge_write_verify, top_documents
-from citerag.service.answering.types import Outcome, Paper, Statement, Trace
-from citerag.service.answering.verify import closest
+from citerag.service.answering.types import Outcome, Paper, Trace
+from citerag.service.answering.verify import closest, extracted
 
 REQUEST = (
     "Do the papers answer the question? Reply yes or no. If yes, answer on the next line with one sentence for each "
-    "paper, naming the paper."
+    "paper: the first starting \"Paper 1:\", the second \"Paper 2:\"."
 )
 #: The papers a comparison reads.
 PAPERS = 2
@@ -119,7 +119,6 @@ class Comparison:
             own = [i for i, e in enumerate(outcome.evidence) if e.doc_id == doc_id]
             texts = [readable(outcome.evidence[i].text) for i in own]
             index = own[closest(question.text, texts)]
-            outcome.statements.append(Statement(readable(outcome.evidence[index].text).rstrip(" .;:,"), (index,),
-                                                "extract"))
+            outcome.statements.append(extracted(index, outcome.evidence, config, trace))
             trace.acted("each_paper")
         return passages, outcome

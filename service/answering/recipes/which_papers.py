@@ -23,7 +23,7 @@ from citerag.service.answering.recipes.base import (
     top_documents,
 )
 from citerag.service.answering.types import Evidence, Outcome, Statement, Trace
-from citerag.service.answering.verify import closest, verify
+from citerag.service.answering.verify import closest, extracted, verify
 
 ONE_PAPER_REQUEST = (
     "Does the paper do what the question describes? Reply yes or no. If yes, say on the next line in one sentence "
@@ -84,8 +84,7 @@ class WhichPapers:
                                  labels(papers))
             if not checked:
                 texts = [readable(s.text) for s in sentences]
-                index = closest(question.text, texts)
-                checked = [Statement(texts[index].rstrip(" .;:,"), (index,), "extract")]
+                checked = [extracted(closest(question.text, texts), sentences, config, trace)]
             offset = len(evidence)
             evidence += sentences
             shown = Statement(checked[0].text, tuple(offset + i for i in checked[0].evidence), checked[0].origin)

@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from citerag.index.search import SearchResult
-from citerag.index.text import readable
 from citerag.service.answering.model import DECISIONS
 from citerag.service.answering.papers import related
 from citerag.service.answering.prompts import quoted
@@ -27,8 +26,8 @@ from citerag.service.answering.recipes.base import (
     sentences_of,
     top_documents,
 )
-from citerag.service.answering.types import Outcome, Statement, Trace
-from citerag.service.answering.verify import verify
+from citerag.service.answering.types import Outcome, Trace
+from citerag.service.answering.verify import extracted, verify
 
 #: Whether the paper addresses the question at all (the judgement; an off-topic paper is no ground for a yes or a
 #: no).
@@ -96,8 +95,7 @@ class YesNo:
             statements = verify(written.text, written.truncated, evidence, checked, trace, question.text,
                                 labels(judged.papers))
         if not statements and evidence:  # the decision is the answer: it rests on the sentence most related
-            index = related(question.text, evidence, 1)[0]
-            statements = [Statement(readable(evidence[index].text).rstrip(" .;:,"), (index,), "extract")]
+            statements = [extracted(related(question.text, evidence, 1)[0], evidence, config, trace)]
         return judged.passages, Outcome(evidence=evidence, statements=statements[:1], written=written.text,
                                         confidence=judged.confidence, decision=decision,
                                         decision_probabilities=probabilities)
