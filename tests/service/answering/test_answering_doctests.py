@@ -7,7 +7,8 @@ import importlib
 
 import pytest
 
-MODULES = ["choice", "compose", "language", "names", "papers", "prompts", "question", "verify", "recipes.yes_no"]
+MODULES = ["choice", "compose", "language", "names", "papers", "prompts", "question", "verify", "recipes.yes_no",
+           "recipes.comparison"]
 
 
 @pytest.mark.parametrize("name", MODULES)
