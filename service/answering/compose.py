@@ -14,37 +14,40 @@ from collections.abc import Sequence
 
 from citerag.index.search import SearchResult
 from citerag.index.types import Document
-from citerag.service.answering.names import names_paper, subject_label
+from citerag.service.answering.names import names_paper, paper_label, subject_label
 from citerag.service.answering.question import Question
-from citerag.service.answering.types import NOT_FOUND, Answer, Citation, Evidence, Outcome, Statement, Trace
+from citerag.service.answering.types import NOT_FOUND, Answer, Citation, Evidence, Labelled, Outcome, Statement, Trace
 
 _OPENING_DECISION = re.compile(r"^(?:yes|no|maybe)\b[,.:;]?\s*", re.IGNORECASE)
 
 
-def statement_text(statement: Statement, evidence: Sequence[Evidence], labelled: bool,
+def statement_text(statement: Statement, evidence: Sequence[Evidence], labelled: Labelled,
                    names: Sequence[str] = ()) -> str:
     """``statement`` as the answer writes it: its text, the markers of the passages holding its evidence (``[n]``,
-    each once) and a full stop; ``labelled``: its paper's label before it (``"Label: ..."``) when the text does
+    each once) and a full stop; ``labelled``: its paper's name or title before it (``"Name: ..."``) when the text does
     not name the paper by one of its own names or one of the question's ``names`` that names it.
 
     >>> from citerag.index.types import Document
     >>> doc = Document("d", "Seedkeep: Cold Banks", "We propose Seedkeep.", "")
     >>> result = SearchResult(1, None, doc, 1.0, 1, 1)
-    >>> statement_text(Statement("It keeps seeds", (0,)), [Evidence(3, result, 0, 5, "x")], labelled=True)
+    >>> statement_text(Statement("It keeps seeds", (0,)), [Evidence(3, result, 0, 5, "x")], labelled="name")
     'Seedkeep: It keeps seeds [3].'
+    >>> statement_text(Statement("It keeps seeds", (0,)), [Evidence(3, result, 0, 5, "x")], labelled="title")
+    'Seedkeep: Cold Banks: It keeps seeds [3].'
     """
     text = statement.text.rstrip(" .;:,")
     document = evidence[statement.evidence[0]].result.document
-    if labelled and (label := needed_label(text, document, names)):
+    if labelled and (label := needed_label(text, document, names, labelled)):
         text = f"{label}: {text}"
     markers = "".join(f"[{n}]" for n in dict.fromkeys(evidence[i].n for i in statement.evidence))
     return f"{text} {markers}."
 
 
-def needed_label(text: str, document: Document, names: Sequence[str] = ()) -> str | None:
-    """The label ``text`` needs to name ``document`` (:func:`~citerag.service.answering.names.subject_label`), or
-    ``None`` when it names it already (by one of its names or one of the question's ``names``) or it has none."""
-    label = subject_label(document)
+def needed_label(text: str, document: Document, names: Sequence[str] = (), labelled: Labelled = "name") -> str | None:
+    """The label ``text`` needs to name ``document`` (``"name"``: :func:`~citerag.service.answering.names.
+    subject_label`; ``"title"``: :func:`~citerag.service.answering.names.paper_label`), or ``None`` when it names it
+    already (by one of its names or one of the question's ``names``) or it has none."""
+    label = paper_label(document) if labelled == "title" else subject_label(document)
     return label if label and not names_paper(text, document, names) else None
 
 
@@ -60,8 +63,9 @@ def compose(question: Question, passages: list[SearchResult], outcome: Outcome, 
     named: set[str] = set()
     for statement in outcome.statements:
         doc_id = evidence[statement.evidence[0]].doc_id
-        labelled = outcome.labelled and doc_id not in named
-        if labelled and needed_label(statement.text, evidence[statement.evidence[0]].result.document, question.names):
+        labelled = outcome.labelled if doc_id not in named else ""
+        if labelled and needed_label(statement.text, evidence[statement.evidence[0]].result.document, question.names,
+                                     labelled):
             trace.acted("paper_label")
         parts.append(statement_text(statement, evidence, labelled, question.names))
         named.add(doc_id)

@@ -112,20 +112,51 @@ def number_values(text: str) -> list[str]:
     return values
 
 
-#: Cardinal numbers written as words, and their digits: a number written either way states it.
-NUMBER_WORDS = {word: str(value) for value, word in enumerate(
+#: Cardinal numbers written as words, and their values: a number written either way states it.
+NUMBER_WORDS: dict[str, int] = {word: value for value, word in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
     "seventeen eighteen nineteen twenty".split())} | {
-    word: str(10 * tens) for tens, word in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), start=3)
-} | {"hundred": "100", "thousand": "1000", "twice": "2", "thrice": "3"}
+    word: 10 * tens for tens, word in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), start=3)
+} | {"twice": 2, "thrice": 3}
+#: Words that multiply the number before them ("sixty thousand", "3 million").
+MULTIPLIERS: dict[str, int] = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9}
+_NUMBER_RUN = re.compile(
+    rf"(?:\d+(?:\.\d+)?|\b(?:{'|'.join(NUMBER_WORDS)})\b)(?:[\s-]+(?:{'|'.join(NUMBER_WORDS)}|{'|'.join(MULTIPLIERS)})\b)*"
+    rf"|\b(?:{'|'.join(MULTIPLIERS)})\b",
+    re.IGNORECASE,
+)
+
+
+def _run_value(run: str) -> float | None:
+    """The value of a run of number words and digits ("sixty thousand" -> 60000, "twenty five" -> 25)."""
+    total, current = 0.0, 0.0
+    for word in re.split(r"[\s-]+", run.lower().strip()):
+        if word in MULTIPLIERS:
+            current = (current or 1) * MULTIPLIERS[word]
+            if MULTIPLIERS[word] >= 1000:
+                total, current = total + current, 0.0
+        elif word in NUMBER_WORDS:
+            current += NUMBER_WORDS[word]
+        else:
+            try:
+                current += float(word)
+            except ValueError:
+                return None
+    return total + current
 
 
 def stated_numbers(text: str) -> set[str]:
-    """Every number ``text`` states, in digits (:func:`number_values`) or as a word (:data:`NUMBER_WORDS`: "three"
-    states 3).
+    """Every number ``text`` states, in digits (:func:`number_values`) or in words, alone or with a multiplier
+    (:data:`NUMBER_WORDS`, :data:`MULTIPLIERS`: "three" states 3, "sixty thousand" 60000, "3 million" 3000000).
 
     >>> sorted(stated_numbers("Three kilns burn 40% less wood, twice as long."))
     ['2', '3', '40']
+    >>> sorted(stated_numbers("A vocabulary of sixty thousand words and 3 million tokens."))
+    ['3', '3000000', '60000']
     """
-    words = {NUMBER_WORDS[w] for w in re.findall(r"[a-z]+", text.lower()) if w in NUMBER_WORDS}
-    return set(number_values(text)) | words
+    stated = set(number_values(text))
+    for match in _NUMBER_RUN.finditer(text.replace(",", "")):
+        value = _run_value(match.group(0))
+        if value is not None:
+            stated.add(f"{value:g}" if value < 1e15 and value != int(value) else str(int(value)))
+    return stated

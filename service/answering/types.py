@@ -24,6 +24,8 @@ NOT_FOUND = "Not found in the indexed abstracts."
 #: ``"evidence"`` (list of Evidence: the sentences the model reads, as soon as they are known), ``"token"`` (str: a
 #: piece of the answer text as it is written).
 EventKind = Literal["question", "passages", "evidence", "token"]
+#: How an answer about papers names them (:attr:`Outcome.labelled`).
+Labelled = Literal["", "name", "title"]
 #: An event listener: returns True to stop answering (a client went away).
 OnEvent = Callable[[EventKind, Any], "bool | None"]
 
@@ -122,7 +124,11 @@ class Outcome:
         decision, decision_probabilities: a yes/no question's decision and the probabilities behind it.
         abstained_by: the stage or rule that abstained (``""`` when answered): ``"judge"`` or a rule's name.
         reason: why it abstained.
-        labelled: each statement opens with its paper's label where it does not name it (answers about papers).
+        labelled: how each paper's first statement is prefixed with the paper's name where it does not name the
+            paper (answers about papers): ``"name"`` (its short name:
+            :func:`~citerag.service.answering.names.subject_label`), ``"title"`` (its title:
+            :func:`~citerag.service.answering.names.paper_label`; a which-paper answer names the paper asked for),
+            or ``""`` (not prefixed).
     """
 
     evidence: list[Evidence] = field(default_factory=list)
@@ -133,7 +139,7 @@ class Outcome:
     decision_probabilities: dict[str, float] = field(default_factory=dict)
     abstained_by: str = ""
     reason: str = ""
-    labelled: bool = False
+    labelled: Labelled = ""
 
     @classmethod
     def abstain(cls, by: str, reason: str, evidence: list[Evidence] | None = None, confidence: float = 0.0,

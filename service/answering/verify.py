@@ -47,7 +47,8 @@ MIN_PREFIX_CHARS = 4
 _FRAME = re.compile(
     r"^(?:according to (?:the )?(?:paper|abstract|study|text|sentences?|evidence)[^,]{0,40},\s*"
     r"|(?:it|(?:the )?(?:paper|abstract|study|text|sentences?|evidence)(?:'s (?:results|findings))?)\s+"
-    r"(?:states?|says?|mentions?|shows?|reports?|notes?|concludes?|suggests?|indicates?|finds?)\s+that\s+)",
+    r"(?:states?|says?|mentions?|shows?|reports?|notes?|concludes?|suggests?|indicates?|finds?|answers the question "
+    r"by (?:showing|stating|saying|noting|reporting|explaining))\s+that\s+)",
     re.IGNORECASE,
 )
 #: An opening that does not name its subject (:data:`~citerag.service.answering.language.PRONOUN_OPENING`): a
@@ -243,6 +244,8 @@ def unframed(sentence: str) -> str:
 
     >>> unframed("According to the paper, seeds keep."), unframed("The paper's results conclude that seeds keep.")
     ('Seeds keep.', 'Seeds keep.')
+    >>> unframed("The paper answers the question by showing that seeds keep.")
+    'Seeds keep.'
     """
     rest = _FRAME.sub("", sentence, count=1)
     return rest[:1].upper() + rest[1:] if rest != sentence else sentence

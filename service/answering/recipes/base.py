@@ -17,7 +17,7 @@ from citerag.service.answering.model import Model
 from citerag.service.answering.names import paper_label
 from citerag.service.answering.papers import Reader
 from citerag.service.answering.question import Question, QuestionKind
-from citerag.service.answering.types import Evidence, Outcome, Paper, Trace
+from citerag.service.answering.types import Evidence, Labelled, Outcome, Paper, Trace
 from citerag.service.answering.verify import verify
 
 
@@ -123,7 +123,7 @@ def read_judged(question: Question, passages: list[SearchResult], groups: Sequen
 
 
 def judge_write_verify(question: Question, passages: list[SearchResult], groups: Sequence[Sequence[str]],
-                       request: str, tools: Tools, trace: Trace, labelled: bool = False,
+                       request: str, tools: Tools, trace: Trace, labelled: Labelled = "",
                        budget_chars: int | None = None,
                        edit: Callable[[str, Sequence[Paper]], str] | None = None) -> tuple[list[SearchResult], Outcome]:
     """The common recipe: read and judge ``groups`` (:func:`read_judged`), abstain below the bar

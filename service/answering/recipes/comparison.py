@@ -108,7 +108,8 @@ class Comparison:
         config = tools.config
         passages, docs = described_papers(question, passages, tools.searcher)
         passages, outcome = judge_write_verify(question, passages, [docs], REQUEST, tools, trace,
-                                               config.rules.paper_label, budget_chars=PAPERS * config.read_chars,
+                                               "name" if config.rules.paper_label else "",
+                                               budget_chars=PAPERS * config.read_chars,
                                                edit=named_references if config.rules.paper_label else None)
         if outcome.abstained or not outcome.statements or not config.rules.each_paper:
             return passages, outcome

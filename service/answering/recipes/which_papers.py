@@ -22,7 +22,7 @@ from citerag.service.answering.recipes.base import (
     sentences_of,
     top_documents,
 )
-from citerag.service.answering.types import Evidence, Outcome, Statement, Trace
+from citerag.service.answering.types import Evidence, Labelled, Outcome, Statement, Trace
 from citerag.service.answering.verify import closest, extracted, verify
 
 ONE_PAPER_REQUEST = (
@@ -51,14 +51,14 @@ class WhichPapers:
 
     def answer(self, question: Question, passages: list[SearchResult], tools: Tools,
                trace: Trace) -> tuple[list[SearchResult], Outcome]:
-        labelled = tools.config.rules.paper_label
+        labelled: Labelled = "title" if tools.config.rules.paper_label else ""
         if question.one_paper or question.polar is None:
             groups = [[doc_id] for doc_id in top_documents(passages, 2)]
             return judge_write_verify(question, passages, groups, ONE_PAPER_REQUEST, tools, trace, labelled)
         return self._each(question, passages, tools, trace, labelled)
 
     def _each(self, question: Question, passages: list[SearchResult], tools: Tools, trace: Trace,
-              labelled: bool) -> tuple[list[SearchResult], Outcome]:
+              labelled: Labelled) -> tuple[list[SearchResult], Outcome]:
         config = tools.config
         bar = confidence_bar(question, tools)
         evidence: list[Evidence] = []
