@@ -1,6 +1,6 @@
 """all-MiniLM-L6-v2 on onnxruntime with int8 weights: the model of :class:`~citerag.index.embed.SentenceTransformerEmbedder`,
-3.7 times the passages/s of torch on 2 cores of an AMD EPYC with AVX512-VNNI (int8 dot products); see
-``eval/results/embedding_backends.md`` for the measured speed and retrieval quality.
+faster than torch on CPUs with int8 dot products (AVX512-VNNI); the documentation's performance page has the
+measured speed, its retrieval page the quality.
 
 The int8 model is made locally from the packaged torch weights (:func:`export_int8`), once, in five steps:
 

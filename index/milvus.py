@@ -32,7 +32,7 @@ normalisation) over ``bm25_text``; what reaches the analyzer depends on ``analyz
     the raw model-facing text (:func:`citerag.index.chunking.model_text`), analysed by Milvus itself: the built-in
     ``english`` analyzer on a server (standard tokenizer, lower-case, English stemmer, English stop words); on
     Milvus Lite 3.x, which has neither the ``english`` analyzer nor a stemmer filter, the ``standard`` tokenizer
-    with citerag's stop-word list (no stemming). See ``eval/results/backends.md`` for what each gives.
+    with citerag's stop-word list (no stemming). The documentation's Milvus page says what each gives.
 
 Scores: Milvus Lite returns BM25 scores negated (as distances); a server returns them positive. The backend
 reports the magnitude, so ``bm25_score`` is positive on both, but BM25 scores are not comparable across backends:

@@ -1,6 +1,6 @@
 """The embedded backend's retriever: BM25 and dense top-N candidates from one loaded index, fused by bounded score
-fusion (default), RRF, or min-max weighted fusion. The default was chosen by measurement: see
-``eval/results/scifact.md``. The steps every backend shares (checks, candidate depth, fusion, selection) are in
+fusion (default), RRF, or min-max weighted fusion. The default was chosen by measurement (the documentation's
+retrieval page). The steps every backend shares (checks, candidate depth, fusion, selection) are in
 :mod:`citerag.index.search`."""
 
 from __future__ import annotations
