@@ -151,6 +151,9 @@ def run_set(request: EvalRequest) -> EvalOutcome:
     from citerag.eval.sets import get_set
 
     assert request.set is not None
+    from citerag.eval.provenance import commit
+
+    measured = commit()  # the code that answers: the checkout as the run starts, whatever is committed meanwhile
     chosen = get_set(request.set)
     chosen.check()
     if request.ablate and request.variant != "service":
@@ -188,7 +191,7 @@ def run_set(request: EvalRequest) -> EvalOutcome:
     summary = {key: round(value, 4) for key, value in results["summary"].items()}
     run_record = Run(chosen.name, request.half, request.variant, summary, results["questions"],
                      results.get("attribution", {}), {"k": k, "generator": settings.generator, "seed": request.seed},
-                     chosen.description)
+                     chosen.description, commit=measured)
     record(run_record, request.out)
     lines = [f"{label}: " + ", ".join(f"{key} {value}" for key, value in summary.items())]
     if run_record.attribution:
