@@ -104,12 +104,14 @@ def record(run: Run, results: Path = RESULTS, runs: Path | None = RUNS) -> Path:
 def record_ablation(run: Run, effects: Sequence[Any], results: Path = RESULTS) -> None:
     """Keep the rule ablation of ``run``'s set and half (:mod:`citerag.eval.ablation`) in the set's file, and
     regenerate LATEST.md."""
+    from citerag.eval.ablation import effects_table
+
     path = results / f"{run.set}.json"
     current = json.loads(path.read_text())
     current.setdefault("ablation", {})[run.half] = {
-        "commit": run.commit, "machine": run.machine, "date": run.date,
-        "effects": [{"rule": e.rule, "acted": e.acted, "with": e.with_rule, "without": e.without_rule,
-                     "gain": e.gain} for e in effects],
+        "commit": run.commit, "machine": run.machine, "date": run.date, "table": effects_table(effects),
+        "effects": [{"rule": e.rule, "acted": e.acted, "with": e.with_rule, "without": e.without_rule}
+                    for e in effects],
     }
     path.write_text(json.dumps(current, indent=1, ensure_ascii=False) + "\n")
     (results / LATEST).write_text(latest_markdown(results))
@@ -141,8 +143,9 @@ def latest_markdown(results: Path = RESULTS) -> str:
             parts += ["Where the wrong answers were lost (questions):", "", _attribution_table(attributed), ""]
         for half, ablation in sorted(data.get("ablation", {}).items()):
             parts += [f"Rule ablation, {half} half (`{ablation['commit']}`, {ablation['machine']}, {ablation['date']}):"
-                      " each rule's questions answered again with it off; gain = score with it - score without it.",
-                      "", _ablation_table(ablation["effects"]), ""]
+                      " each rule's questions answered again with it off; gain = score with it - score without it"
+                      " (right: the grade; readable: no readability rule broken).",
+                      "", ablation["table"], ""]
     return "\n".join(parts)
 
 
@@ -162,13 +165,6 @@ def _attribution_table(rows: Mapping[str, Mapping[str, int]]) -> str:
         stages += [stage for stage in counts if stage not in stages]
     lines = ["| run | " + " | ".join(stages) + " |", "|---|" + "---:|" * len(stages)]
     lines += ["| " + " | ".join([key, *(str(counts.get(s, 0)) for s in stages)]) + " |" for key, counts in rows.items()]
-    return "\n".join(lines)
-
-
-def _ablation_table(effects: Sequence[Mapping[str, Any]]) -> str:
-    lines = ["| rule | acted on | with | without | gain |", "|---|---:|---:|---:|---:|"]
-    lines += [f"| {e['rule']} | {e['acted']} | {e['with']:.2f} | {e['without']:.2f} | {e['gain']:+.2f} |"
-              for e in effects]
     return "\n".join(lines)
 
 

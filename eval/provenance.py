@@ -32,13 +32,17 @@ def machine() -> str:
     return f"{model}, {os.cpu_count()} cores, {present}"
 
 
+#: What the code of a measurement is: a change elsewhere (the results themselves, the docs) is no other code.
+CODE_PATHS = ("service", "index", "library", "eval/*.py", "pyproject.toml")
+
+
 def commit(root: Path = PROJECT_ROOT) -> str:
-    """The checked-out commit, short, with ``+changes`` when the work tree differs from it (``unknown`` outside
-    git)."""
+    """The checked-out commit, short, with ``+changes`` when the code (:data:`CODE_PATHS`) differs from it
+    (``unknown`` outside git)."""
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
                               check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", *CODE_PATHS], cwd=root,
                                capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"

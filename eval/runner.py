@@ -231,11 +231,13 @@ def _ablated(kind: str, questions: list[Any], settings: Settings, searcher: Any,
             pipelines[config] = open_answerer(settings, searcher, config)
         return pipelines[config].ask(question.question, k=k)
 
-    def score(question: Any, answer: Any) -> float:
+    def score(question: Any, answer: Any) -> dict[str, float]:
         if kind == "answers":
-            return float(bool(judge_answer(question, answer).correct)) if question.qrels else float(answer.abstained)
+            record = judge_answer(question, answer)
+            right = float(bool(record.correct)) if question.qrels else float(answer.abstained)
+            return {"right": right, "readable": float(not record.readability)}
         graded = judge_qa(question, answer)
-        return graded.f1 if kind == "span" else float(graded.decision == graded.gold_decision)
+        return {"right": graded.f1 if kind == "span" else float(graded.decision == graded.gold_decision)}
 
     return ablate(questions, ask, score, AnswerConfig.of(settings), on_answer)
 
