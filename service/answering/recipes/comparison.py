@@ -1,7 +1,6 @@
 """Comparisons ("How do A and B differ in ...?", "What does each of A and B use?"): the two papers the question is
 about (those it names; else the best paper for each of the two descriptions it gives, each searched on its own;
-else the two best retrieved) read whole together, judged, and answered with one sentence for each, each paper named
-(the rule ``paper_label``). A written answer that rests on one paper only gets the other
+else the two best retrieved) read whole together, judged, and answered with one sentence for each, each paper named by its title (the rule ``paper_label``). A written answer that rests on one paper only gets the other
 paper's sentence closest to the question (the rule ``each_paper``).
 """
 
@@ -12,7 +11,7 @@ from collections.abc import Sequence
 
 from citerag.index.search import SearchResult
 from citerag.index.text import readable
-from citerag.service.answering.names import named_documents, subject_label
+from citerag.service.answering.names import named_documents, paper_label
 from citerag.service.answering.question import Question, QuestionKind
 from citerag.service.answering.recipes.base import Tools, judge_write_verify, top_documents
 from citerag.service.answering.types import Outcome, Paper, Trace
@@ -20,7 +19,7 @@ from citerag.service.answering.verify import closest, extracted
 
 REQUEST = (
     "Do the papers answer the question? Reply yes or no. If yes, answer on the next line with one sentence for each "
-    "paper: the first starting \"Paper 1:\", the second \"Paper 2:\"."
+    "paper, each beginning with the paper's number, like \"Paper 1: ...\"."
 )
 #: The papers a comparison reads.
 PAPERS = 2
@@ -31,17 +30,17 @@ _REFERENCE = re.compile(r"\b(?:[Tt]he )?(?:(?P<ordinal>first|second) (?:paper|wo
 
 def named_references(text: str, papers: Sequence[Paper]) -> str:
     """``text`` with the model's references to the prompt's papers ("Paper 1", "the second paper") replaced by
-    the papers' names (:func:`~citerag.service.answering.names.subject_label`; a paper without one stays as it is).
+    the papers' titles (:func:`~citerag.service.answering.names.paper_label`; a paper without one stays as it is).
 
     >>> from citerag.index.types import Document
     >>> papers = [Paper(Document(d, t, "x", t), (), True, 1) for d, t in (("a", "FrostVault: Cold Seeds"),
     ...                                                                   ("b", "EmberLoop: Kiln Heat"))]
     >>> named_references("Paper 1: keeps seeds. The second paper saves wood.", papers)
-    'FrostVault: keeps seeds. EmberLoop saves wood.'
+    'FrostVault: Cold Seeds: keeps seeds. EmberLoop: Kiln Heat saves wood.'
     """
     def name(match: re.Match[str]) -> str:
         index = ("first", "second").index(match["ordinal"]) if match["ordinal"] else int(match["number"]) - 1
-        label = subject_label(papers[index].document) if index < len(papers) else None
+        label = paper_label(papers[index].document) if index < len(papers) else None
         return label or match.group(0)
 
     return _REFERENCE.sub(name, text)
@@ -108,7 +107,7 @@ class Comparison:
         config = tools.config
         passages, docs = described_papers(question, passages, tools.searcher)
         passages, outcome = judge_write_verify(question, passages, [docs], REQUEST, tools, trace,
-                                               "name" if config.rules.paper_label else "",
+                                               "title" if config.rules.paper_label else "",
                                                budget_chars=PAPERS * config.read_chars,
                                                edit=named_references if config.rules.paper_label else None)
         if outcome.abstained or not outcome.statements or not config.rules.each_paper:
