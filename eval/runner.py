@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from citerag.eval.latest import RESULTS
+from citerag.eval.latest import RESULTS, RUNS
 from citerag.eval.qa import Half
 from citerag.service.settings import PROJECT_ROOT, Settings
 
@@ -62,6 +62,12 @@ class EvalRequest:
     out: Path = RESULTS
     index_dir: Path | None = None
     backend: Backend | None = None
+
+    @property
+    def runs(self) -> Path:
+        """Where raw per-question outputs go: ``eval/runs/`` for the repository's results, else ``runs/`` beside
+        ``out``."""
+        return RUNS if self.out == RESULTS else self.out.parent / "runs"
 
 
 @dataclass(frozen=True)
@@ -192,7 +198,7 @@ def run_set(request: EvalRequest) -> EvalOutcome:
     run_record = Run(chosen.name, request.half, request.variant, summary, results["questions"],
                      results.get("attribution", {}), {"k": k, "generator": settings.generator, "seed": request.seed},
                      chosen.description, commit=measured)
-    record(run_record, request.out)
+    record(run_record, request.out, request.runs)
     lines = [f"{label}: " + ", ".join(f"{key} {value}" for key, value in summary.items())]
     if run_record.attribution:
         lines.append("lost at: " + ", ".join(f"{stage} {n}" for stage, n in run_record.attribution.items()))
@@ -292,4 +298,4 @@ def _record_retrieval(request: EvalRequest, dataset: str, backend: str, runs: di
                    "shipped dev set and BEIR benchmarks, by mode.")
     for mode, metrics in runs.items():
         record(Run("retrieval", "all", f"{dataset}-{mode}{suffix}", {k: round(v, 4) for k, v in metrics.items()},
-                   settings={"what": what, "backend": backend}, description=description), request.out)
+                   settings={"what": what, "backend": backend}, description=description), request.out, request.runs)

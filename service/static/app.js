@@ -356,6 +356,7 @@ async function ask(question, mode, k) {
         (draft || answer).append(data.text);
       } else if (event === "answer") {
         renderAnswer(data);
+        if (mode === "hybrid") renderSources(data.passages || [], mode); // reading may add passages: [n] is passage n
         $("asked").replaceChildren(...askedNodes(question, data));
         thread.push({ question, body: data });
         saveThread();

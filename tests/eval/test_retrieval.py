@@ -120,12 +120,10 @@ def _tiny_beir(tmp_path: Path) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("backend", "name", "fusions"),
-    [("embedded", "tiny", {"rrf", "weighted", "bounded"}), ("milvus", "tiny-milvus", {"rrf", "weighted"})],
+    ("backend", "fusions"),
+    [("embedded", {"rrf", "weighted", "bounded"}), ("milvus", {"rrf", "weighted"})],
 )
-def test_eval_benchmark_command_on_a_tiny_beir_folder(
-    tmp_path: Path, backend: str, name: str, fusions: set[str]
-) -> None:
+def test_eval_benchmark_command_on_a_tiny_beir_folder(tmp_path: Path, backend: str, fusions: set[str]) -> None:
     import json
 
     from typer.testing import CliRunner
@@ -136,13 +134,15 @@ def test_eval_benchmark_command_on_a_tiny_beir_folder(
     result = CliRunner().invoke(app, ["eval", "--benchmark", str(_tiny_beir(tmp_path)), "--out", str(out),
                                       "--index-dir", str(tmp_path / "idx"), "--backend", backend, "--json"])
     assert result.exit_code == 0, result.output
-    body = json.loads((out / f"{name}.json").read_text())
-    assert body["queries"] == 2  # only judged queries
-    assert set(body["runs"]) == {"bm25", "dense"} | {f"hybrid-{f}" for f in fusions}
-    assert body["runs"]["hybrid-rrf"]["nDCG@10"] == pytest.approx(1.0)
-    assert body["settings"]["backend"] == backend and body["settings"]["passages"] == 3
-    assert (out / f"{name}.png").stat().st_size > 0
-    assert "| hybrid-rrf | 1.000 |" in (out / f"{name}.md").read_text()
+    rows = json.loads((out / "retrieval.json").read_text())["rows"]
+    suffix = "" if backend == "embedded" else f"-{backend}"
+    modes = {"bm25", "dense"} | {f"hybrid-{f}" for f in fusions}
+    assert set(rows) == {f"all/tiny-{mode}{suffix}" for mode in modes}
+    assert rows[f"all/tiny-hybrid-rrf{suffix}"]["summary"]["nDCG@10"] == pytest.approx(1.0)
+    row = rows[f"all/tiny-hybrid-rrf{suffix}"]
+    assert row["settings"] == {"what": "2 queries, 3 documents in 3 passages", "backend": backend}
+    assert "all/tiny-hybrid-rrf" in (out / "LATEST.md").read_text()
+    assert len(list((tmp_path / "runs").glob("*.json"))) == len(modes)  # raw runs beside, not in the repository
 
 
 def test_missing_benchmark_file_is_named(tmp_path: Path) -> None:

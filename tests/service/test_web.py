@@ -307,13 +307,13 @@ def test_a_follow_up_is_sent_with_the_thread_which_survives_a_reload(page: Page,
     third = ask_on_page(page, "Which systems was it tested on?")
     assert [m["content"] for m in third["history"] if m["role"] == "user"] == [
         "What does GP-EquiFlow do?", "What does it use to build its priors?"]
-    assert page.locator("#thread li").count() == 2
+    assert page.locator("#thread > li").count() == 2
 
     page.get_by_role("button", name="New conversation").click()
-    assert page.locator("#thread li").count() == 0 and page.locator("#answer").inner_text() == ""
+    assert page.locator("#thread > li").count() == 0 and page.locator("#answer").inner_text() == ""
     assert ask_on_page(page, "What does it use?")["history"] == []
     page.reload()
-    assert page.locator("#thread li").count() == 0
+    assert page.locator("#thread > li").count() == 0
     assert page.locator("#asked .question").inner_text() == "Q: What does it use?"
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from citerag.index.search import SearchResult
 from citerag.index.text import readable
@@ -82,7 +83,7 @@ def described_papers(question: Question, passages: list[SearchResult], searcher:
     descriptions (:func:`descriptions`, each searched on its own), else the two best retrieved."""
     named = named_documents(question.names, passages)
     chosen = list(dict.fromkeys(named))[:PAPERS]
-    search = getattr(searcher, "search", None)
+    search: Any = getattr(searcher, "search", None)  # a Searcher (citerag.index.backend), where it has one
     for description in descriptions(question.text) if len(chosen) < PAPERS and search is not None else ():
         hits = search(description, k=DESCRIPTION_K, mode="hybrid")
         found = next((h for h in hits if h.document.doc_id not in chosen), None)
