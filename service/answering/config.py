@@ -25,7 +25,8 @@ class Rules:
         retrieval_gap: abstain before the model when no retrieved passage is close to the question (cosine
             similarity below :attr:`AnswerConfig.min_dense_score`), unless a passage holds a name the question gives.
         named_papers: a comparison that names a paper retrieval missed gets that paper's best passage (searched by
-            its name).
+            its name); one whose names find both its papers is answered without the judge's abstention (the names,
+            not the judge, say which papers are asked about; verify still checks what is written).
         unseen_words: a question with a content word no indexed passage holds needs the judge's confidence of
             :attr:`AnswerConfig.min_confidence_unseen` (over a corpus with a large vocabulary).
         second_paper: when the judge finds that the first paper does not answer, read the next retrieved paper.

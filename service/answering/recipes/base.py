@@ -125,12 +125,13 @@ def read_judged(question: Question, passages: list[SearchResult], groups: Sequen
 def judge_write_verify(question: Question, passages: list[SearchResult], groups: Sequence[Sequence[str]],
                        request: str, tools: Tools, trace: Trace, labelled: Labelled = "",
                        budget_chars: int | None = None,
-                       edit: Callable[[str, Sequence[Paper]], str] | None = None) -> tuple[list[SearchResult], Outcome]:
-    """The common recipe: read and judge ``groups`` (:func:`read_judged`), abstain below the bar
-    (:func:`confidence_bar`), else let the model write after its "yes" and check what it wrote
+                       edit: Callable[[str, Sequence[Paper]], str] | None = None,
+                       bar: float | None = None) -> tuple[list[SearchResult], Outcome]:
+    """The common recipe: read and judge ``groups`` (:func:`read_judged`), abstain below ``bar`` (default
+    :func:`confidence_bar`), else let the model write after its "yes" and check what it wrote
     (:func:`~citerag.service.answering.verify.verify`), after ``edit`` (the recipe's own rewriting of the written
     text over the papers read), if any."""
-    bar = confidence_bar(question, tools)
+    bar = confidence_bar(question, tools) if bar is None else bar
     judged = read_judged(question, passages, groups, request, tools, trace, bar, budget_chars)
     if judged is None:
         return passages, Outcome.abstain("judge", "no retrieved paper could be read")

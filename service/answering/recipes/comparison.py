@@ -1,7 +1,9 @@
 """Comparisons ("How do A and B differ in ...?", "What does each of A and B use?"): the two papers the question is
 about (those it names; else the best paper for each of the two descriptions it gives, each searched on its own;
-else the two best retrieved) read whole together, judged, and answered with one sentence for each, each paper named by its title (the rule ``paper_label``). A written answer that rests on one paper only gets the other
-paper's sentence closest to the question (the rule ``each_paper``).
+else the two best retrieved) read whole together, judged (no abstention where the question's names find both: the
+rule ``named_papers``), and answered with one sentence for each, each paper named by its title (the rule
+``paper_label``). A written answer that rests on one paper only gets the other paper's sentence closest to the
+question (the rule ``each_paper``).
 """
 
 from __future__ import annotations
@@ -107,10 +109,14 @@ class Comparison:
                trace: Trace) -> tuple[list[SearchResult], Outcome]:
         config = tools.config
         passages, docs = described_papers(question, passages, tools.searcher)
+        named = config.rules.named_papers and len(named_documents(question.names, passages)) >= PAPERS
+        if named:  # the question's names establish that these are the papers asked about: no judge's abstention
+            trace.acted("named_papers")
         passages, outcome = judge_write_verify(question, passages, [docs], REQUEST, tools, trace,
                                                "title" if config.rules.paper_label else "",
                                                budget_chars=PAPERS * config.read_chars,
-                                               edit=named_references if config.rules.paper_label else None)
+                                               edit=named_references if config.rules.paper_label else None,
+                                               bar=0.0 if named else None)
         if outcome.abstained or not outcome.statements or not config.rules.each_paper:
             return passages, outcome
         covered = {outcome.evidence[i].doc_id for s in outcome.statements for i in s.evidence}
