@@ -5,7 +5,8 @@ Layout (one directory per model, under ``<cache_dir>/embeddings/``)::
 
     <model name>/
       <sha256 of the file>.npy    one shard: a structured array of (key: uint8[32], vector: float32[dim])
-      .tmp-*                      a shard being written (never read)
+      .<sha256>.npy.<random>      a shard being written (never read; one a killed writer left is removed by the next
+                                  process to use the cache once it is :data:`STALE_SECONDS` old)
 
 ``key = sha256(model name + "\\0" + text)``; the model name names the backend too (``all-MiniLM-L6-v2`` is torch,
 ``all-MiniLM-L6-v2+onnx-int8`` the int8 ONNX model), so two backends never share vectors.
@@ -13,6 +14,11 @@ Layout (one directory per model, under ``<cache_dir>/embeddings/``)::
 Shards are append-only and written atomically (temporary file, fsync, rename to the hash of its bytes), so any
 number of processes may write at once, and a reader sees only complete shards. On first use every shard is
 verified against its name; a truncated or corrupt one is skipped with a warning (its texts are embedded again).
+
+The cache may be bounded (``max_bytes``; the service's ``embedding_cache_mb``, default :data:`DEFAULT_MAX_MB`): each
+time a shard is written, the least recently used shards of every model go until the shards' bytes are within the
+bound (:func:`prune_cache`). A shard's modification time is its last use: written, or touched when it served a hit.
+A shard holds 1,568 bytes a passage at 384-d (32-byte key + 1,536-byte vector).
 """
 
 from __future__ import annotations
@@ -20,7 +26,9 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
+import os
 import re
+import time
 from pathlib import Path
 from types import TracebackType
 
@@ -34,6 +42,13 @@ log = logging.getLogger(__name__)
 KEY_BYTES = 32  # sha256 digest
 #: Misses are written as one shard once this many are pending (about 6 MB at 384-d), and at :meth:`close`.
 FLUSH_ROWS = 4096
+#: The service's default bound (MB): ~680,000 passages at 384-d, room for the evaluation corpora under both
+#: backends (docs/operations.md, "Disk use and its bounds").
+DEFAULT_MAX_MB = 1024
+#: A shard's temporary file this old (seconds) is left by a killed writer (a shard takes well under a second).
+STALE_SECONDS = 600
+#: A shard's file name: the sha256 of its bytes.
+SHARD_GLOB = "[0-9a-f]*.npy"
 
 
 def cache_key(model: str, text: str) -> bytes:
@@ -43,6 +58,67 @@ def cache_key(model: str, text: str) -> bytes:
 
 def _shard_dtype(dim: int) -> np.dtype:
     return np.dtype([("key", np.uint8, (KEY_BYTES,)), ("vector", np.float32, (dim,))])
+
+
+def _shards(root: Path) -> list[tuple[Path, int, float]]:
+    """``(path, bytes, last use)`` of every shard of every model under ``root``."""
+    out = []
+    for path in root.glob(f"*/{SHARD_GLOB}") if root.is_dir() else ():
+        try:
+            stat = path.stat()
+        except OSError:  # removed meanwhile by another process's pruning
+            continue
+        out.append((path, stat.st_size, stat.st_mtime))
+    return out
+
+
+def cache_usage(root: Path) -> tuple[int, int]:
+    """``(shards, bytes)``: the complete shards of every model under the cache root ``root`` and their bytes (what
+    ``max_bytes`` bounds; temporary files not counted)."""
+    shards = _shards(root)
+    return len(shards), sum(size for _, size, _ in shards)
+
+
+def prune_cache(root: Path, max_bytes: int) -> list[Path]:
+    """Remove the least recently used shards (oldest modification time first) of every model under ``root`` until
+    the rest hold at most ``max_bytes`` bytes. A process that mapped a removed shard keeps reading it (POSIX); others
+    embed its texts again. Returns the shards removed (one that cannot be removed is logged and kept)."""
+    removed = []
+    total = 0
+    for path, size, _ in sorted(_shards(root), key=lambda item: (item[2], item[0].name), reverse=True):
+        total += size
+        if total <= max_bytes:
+            continue
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            log.warning("embedding cache: cannot remove %s to keep the cache within its bound (%s)", path, exc)
+            continue
+        removed.append(path)
+    if removed:
+        log.info("embedding cache %s: removed %d least recently used shard(s) to stay within %d bytes", root,
+                 len(removed), max_bytes)
+    return removed
+
+
+def remove_stale_temporaries(directory: Path, older_than: float = STALE_SECONDS) -> list[Path]:
+    """Remove the temporary files (``.<shard>.npy.<random>``) in the model directory ``directory`` last written
+    more than ``older_than`` seconds ago: a writer killed mid-shard left them (a live one writes a shard in well under
+    a second). Returns the files removed."""
+    removed = []
+    now = time.time()
+    for path in directory.glob(".*.npy.*") if directory.is_dir() else ():
+        try:
+            if path.stat().st_mtime < now - older_than:
+                path.unlink()
+                removed.append(path)
+        except OSError:  # removed meanwhile, or not ours to remove: it is never read either way
+            continue
+    if removed:
+        log.info("embedding cache: removed %d temporary file(s) left by killed writers in %s", len(removed), directory)
+    return removed
 
 
 class CachedEmbedder:
@@ -58,6 +134,8 @@ class CachedEmbedder:
         embedder: the encoder; its ``name`` and ``dim`` identify the cache.
         root: the cache root (``settings.cache_dir / "embeddings"``); the model's shards go in ``root/<name>/``.
         flush_rows: pending misses that trigger writing a shard.
+        max_bytes: the bound of the whole cache root's shards (bytes; every model's), applied each time a shard
+            is written (:func:`prune_cache`); ``None``: unbounded.
 
     Attributes:
         name, dim: the wrapped embedder's.
@@ -65,18 +143,24 @@ class CachedEmbedder:
             hits after the first).
     """
 
-    def __init__(self, embedder: Embedder, root: Path, flush_rows: int = FLUSH_ROWS) -> None:
+    def __init__(
+        self, embedder: Embedder, root: Path, flush_rows: int = FLUSH_ROWS, max_bytes: int | None = None
+    ) -> None:
         self.embedder = embedder
         self.name = embedder.name
         self.dim = embedder.dim
+        self.root = root
         self.directory = root / re.sub(r"[^A-Za-z0-9._+-]", "_", embedder.name)
         self.flush_rows = flush_rows
+        self.max_bytes = max_bytes
         self.hits = 0
         self.misses = 0
         self._dtype = _shard_dtype(self.dim)
         self._index: dict[bytes, tuple[int, int]] | None = None  # key -> (shard, row); loaded on first use
         self._shards: list[np.ndarray] = []  # slots: memory-mapped shards, or rows embedded here and not yet written
         self._pending: list[int] = []  # slots not yet written
+        self._files: dict[int, Path] = {}  # slot -> its shard file (slots read from or written to disk)
+        self._touched: set[Path] = set()  # shards marked as used by this object (once each)
 
     def encode(self, texts: list[str], *, show_progress: bool = False) -> np.ndarray:
         """Embed ``texts``, from the cache where possible.
@@ -90,10 +174,12 @@ class CachedEmbedder:
         keys = [cache_key(self.name, text) for text in texts]
         first_of: dict[bytes, int] = {}  # distinct missing key -> its first position
         repeats: list[tuple[int, int]] = []  # (position, first position of the same key)
+        used: set[int] = set()  # slots that served a hit
         for i, key in enumerate(keys):
             found = index.get(key)
             if found is not None:
                 out[i] = self._shards[found[0]][found[1]]["vector"]
+                used.add(found[0])
             elif key in first_of:
                 repeats.append((i, first_of[key]))
             else:
@@ -105,6 +191,7 @@ class CachedEmbedder:
             self._remember([keys[i] for i in positions], out[positions])
         for i, first in repeats:
             out[i] = out[first]
+        self._touch(used)
         self.misses += len(first_of)
         self.hits += len(texts) - len(first_of)
         return out
@@ -123,7 +210,10 @@ class CachedEmbedder:
         for slot in slots:
             size = len(self._shards[slot])
             self._shards[slot] = written[offset : offset + size]
+            self._files[slot] = path
             offset += size
+        if self.max_bytes is not None:
+            prune_cache(self.root, self.max_bytes)
 
     def __enter__(self) -> CachedEmbedder:
         return self
@@ -132,6 +222,16 @@ class CachedEmbedder:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()  # also after an error: the vectors computed so far are kept for the next build
+
+    def _touch(self, slots: set[int]) -> None:
+        """Mark the shards of ``slots`` as just used (their modification time: the cache's LRU order), each once per
+        object; a shard removed meanwhile or a read-only cache is left as it is."""
+        for path in {self._files[slot] for slot in slots if slot in self._files} - self._touched:
+            self._touched.add(path)
+            try:
+                os.utime(path)
+            except OSError:
+                pass
 
     def _remember(self, keys: list[bytes], vectors: np.ndarray) -> None:
         rows = np.empty(len(keys), dtype=self._dtype)
@@ -166,13 +266,15 @@ class CachedEmbedder:
         if self._index is not None:
             return self._index
         self._index = {}
-        paths = sorted(self.directory.glob("[0-9a-f]*.npy")) if self.directory.is_dir() else []
+        remove_stale_temporaries(self.directory)
+        paths = sorted(self.directory.glob(SHARD_GLOB)) if self.directory.is_dir() else []
         for path in paths:
             shard = self._read_shard(path)
             if shard is None:
                 continue
             number = len(self._shards)
             self._shards.append(shard)
+            self._files[number] = path
             for row, key in enumerate(shard["key"]):
                 self._index.setdefault(key.tobytes(), (number, row))
         if paths:

@@ -1,6 +1,6 @@
 """Durable files and content digests, shared by every module that writes or checks a file: fsync of files and
-directories, atomic replacement of a file, sha256 of a file and of a JSON value, and the plain-dict form of a
-record dataclass."""
+directories, atomic replacement of a file, sha256 of a file and of a JSON value, the bytes a directory holds, and the
+plain-dict form of a record dataclass."""
 
 from __future__ import annotations
 
@@ -64,6 +64,22 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def tree_bytes(path: Path) -> int:
+    """The bytes ``path`` holds: its size when a file, else the sum of the sizes of every file below it (links not
+    followed; a file removed while walking is skipped). 0 when ``path`` does not exist. The standard library has no
+    such sum (``shutil.disk_usage`` is the whole file system's)."""
+    if path.is_file():
+        return path.stat().st_size
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_size
+            except FileNotFoundError:
+                continue
+    return total
+
+
 def json_sha256(value: Any) -> str:
     """Hex sha256 of ``value`` as canonical JSON (keys sorted, UTF-8 unescaped, non-JSON scalars as ``str``): equal
     values always give equal digests, whatever the dicts' key order. Document and record fingerprints and the
@@ -76,3 +92,15 @@ def record_fields(row: Any) -> dict[str, Any]:
     """A record dataclass's fields as a dict (``Document``, ``Passage``): ``dataclasses.asdict`` without its deep
     copy (these hold only scalars and one flat ``meta`` dict), 9x faster at 60k passages."""
     return {field.name: getattr(row, field.name) for field in dataclasses.fields(row)}
+
+
+def process_exists(pid: int) -> bool:
+    """Whether a process with id ``pid`` exists (it may belong to another user): what a temporary file named after
+    its writer's pid is checked against before it is removed as a killed writer's leftover."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True

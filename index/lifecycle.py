@@ -42,7 +42,7 @@ from citerag.index.sources import (
     source_state,
     sources_unchanged,
 )
-from citerag.index.store import IndexConfig, IndexStore, LoadedIndex, Verify
+from citerag.index.store import KEEP_VERSIONS, IndexConfig, IndexStore, LoadedIndex, Verify
 from citerag.index.types import BM25Method, DenseSetting, Document
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,10 @@ class IndexSetup:
         dense_index: the FAISS layout (:data:`~citerag.index.types.DenseSetting`).
         embedding_cache: the directory of the persistent embedding cache (:mod:`citerag.index.embed_cache`), or
             ``None`` to embed without one.
+        embedding_cache_bytes: the embedding cache's bound (bytes; least recently used shards go first), or
+            ``None`` for no bound.
+        keep_versions: index versions kept on disk, the live one included (at least
+            :data:`~citerag.index.store.MIN_KEEP_VERSIONS`).
     """
 
     index_dir: Path
@@ -74,6 +78,12 @@ class IndexSetup:
     bm25_method: BM25Method
     dense_index: DenseSetting
     embedding_cache: Path | None = None
+    embedding_cache_bytes: int | None = None
+    keep_versions: int = KEEP_VERSIONS
+
+    def store(self) -> IndexStore:
+        """The index directory as an :class:`~citerag.index.store.IndexStore` keeping :attr:`keep_versions`."""
+        return IndexStore(self.index_dir, self.keep_versions)
 
     def config(self, embedder: ModelEmbedder) -> IndexConfig:
         """The :class:`IndexConfig` an index built with ``embedder`` and these settings records (a live version with
@@ -98,7 +108,7 @@ class IndexSetup:
         manager, which writes the cache on exit."""
         if self.embedding_cache is None:
             return nullcontext(embedder)
-        return CachedEmbedder(embedder, self.embedding_cache)
+        return CachedEmbedder(embedder, self.embedding_cache, max_bytes=self.embedding_cache_bytes)
 
 
 EMPTY_INDEX = "the index is empty: /search returns no results and /ask abstains until documents are indexed"
@@ -173,7 +183,7 @@ def _ingest(
 ) -> tuple[LoadedIndex, WriteReport]:
     """:func:`rebuild_sources` (``add=False``) or :func:`add_sources` (``add=True``); ``logged_as``: a replayed
     reset."""
-    store = IndexStore(setup.index_dir)
+    store = setup.store()
     store.ensure_writable()
     with build_progress(show_progress) as progress:
         signatures = source_signatures(paths)
@@ -222,7 +232,7 @@ def ensure_index(setup: IndexSetup, show_progress: bool = True) -> LoadedIndex:
     Raises:
         IndexUnrecoverable: acknowledged writes cannot all be restored (the message says how to recover).
     """
-    store = IndexStore(setup.index_dir)
+    store = setup.store()
     states = SourceStates(store.root)
     embedder = setup.load_embedder()
     wanted_config = setup.config(embedder)
@@ -273,16 +283,19 @@ def ensure_index(setup: IndexSetup, show_progress: bool = True) -> LoadedIndex:
 
 
 def recover_index(setup: IndexSetup, show_progress: bool = True, verify: Verify = "stat") -> LoadedIndex | None:
-    """Serve-safe start: under the write lock, move versions that fail verification aside, make the newest
-    verified one live and replay the write log's entries it does not hold (:mod:`citerag.index.recovery`): each write
-    step through :func:`~citerag.index.build.write_index`, a full build from its recorded sources (never
-    ``setup.corpus``) through :func:`rebuild_sources`. Returns the live index, or ``None`` when nothing was ever
-    indexed. ``verify``: how versions' files are checked (:data:`citerag.index.store.Verify`).
+    """Serve-safe start: remove the temporary version directories of writes killed mid-version (unless a writer
+    holds the lock: :meth:`~citerag.index.store.IndexStore.remove_temporaries`); under the write lock, move versions
+    that fail verification aside, make the newest verified one live and replay the write log's entries it does not
+    hold (:mod:`citerag.index.recovery`): each write step through :func:`~citerag.index.build.write_index`, a full
+    build from its recorded sources (never ``setup.corpus``) through :func:`rebuild_sources`. Returns the live
+    index, or ``None`` when nothing was ever indexed. ``verify``: how versions' files are checked
+    (:data:`citerag.index.store.Verify`).
 
     Raises:
         IndexUnrecoverable: as :func:`citerag.index.recovery.recover`.
     """
-    store = IndexStore(setup.index_dir)
+    store = setup.store()
+    store.remove_temporaries()  # version directories of writes killed mid-version (none while a writer runs)
     if not store.version_dirs() and not store.log.path.is_file() and not (store.root / "CURRENT").is_file():
         return None  # nothing was ever indexed here
     with store.writing():
@@ -308,7 +321,7 @@ def recover_damaged(setup: IndexSetup, damaged: Path, reason: str) -> LoadedInde
     Raises:
         IndexUnrecoverable: as :func:`citerag.index.recovery.recover`, or no verified version and no log remain.
     """
-    store = IndexStore(setup.index_dir)
+    store = setup.store()
     with store.writing():
         if damaged.is_dir():
             store.quarantine(damaged, reason)

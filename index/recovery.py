@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from citerag.index.backup import interrupted_restore
 from citerag.index.build import WriteOptions, write_index
 from citerag.index.chunking import Chunker
 from citerag.index.embed import Embedder
@@ -106,8 +107,12 @@ def recover(store: IndexStore, mmap: bool = True, verify: Verify = "stat") -> Re
     failed its full check, so its predecessor is not trusted on its sizes and mtimes alone).
 
     Raises:
-        IndexUnrecoverable: the log is damaged, or a needed part of it was cut; the message says how to recover.
+        IndexUnrecoverable: the log is damaged, or a needed part of it was cut, or a restore did not finish
+            (:func:`~citerag.index.backup.interrupted_restore`); the message says how to recover.
     """
+    unfinished = interrupted_restore(store.root)
+    if unfinished is not None:
+        raise IndexUnrecoverable(unfinished)
     damaged: list[tuple[str, str]] = []
     aside: list[Path] = []
     index = None
@@ -187,8 +192,11 @@ def health(store: IndexStore, verify: Verify = "stat") -> str:
     Raises:
         IndexMismatch: a version fails verification; the message says what the next start will do.
         IndexNotFound: no version on disk.
-        IndexUnrecoverable: the log is damaged.
+        IndexUnrecoverable: the log is damaged, or a restore did not finish.
     """
+    unfinished = interrupted_restore(store.root)
+    if unfinished is not None:
+        raise IndexUnrecoverable(unfinished)
     try:
         logged = store.log.read()
     except WriteLogDamaged as exc:

@@ -12,11 +12,17 @@ Layout::
         bm25/                   bm25s arrays (.npy) + params, and every passage's tokens (tokens.*)
         dense.faiss             FAISS index
       versions/damaged/         versions that failed verification, moved aside with REASON.txt
+      versions/replaced/<time>/ the versions and the log a restore replaced (:mod:`citerag.index.backup`; kept,
+                                never served or pruned)
+      versions/.tmp-v<seq>-...  a version being written; one a killed write left is removed at the next start
+                                (:meth:`IndexStore.remove_temporaries`)
       wal.jsonl                 write-ahead log of acknowledged writes (:mod:`citerag.index.wal`)
 
 A build writes a new version directory under a temporary name, fsyncs it, renames it into place and only then
-switches ``CURRENT``; a crash at any point leaves the previous version live. Loading re-checks counts and
-checksums against the manifest and refuses a mismatch (:class:`IndexMismatch`).
+switches ``CURRENT``; a crash at any point leaves the previous version live. After each write the versions
+beyond ``keep_versions`` (default :data:`KEEP_VERSIONS`) are removed and the write log is cut up to what the oldest
+kept one holds. Loading re-checks counts and checksums against the manifest and refuses a mismatch
+(:class:`IndexMismatch`).
 
 Checksums without reading gigabytes at start: the writer hashes every file (sha256) and records, beside each hash,
 the file's size and modification time (ns) once written. Loading with ``verify="stat"`` (the default) accepts a
@@ -48,7 +54,7 @@ import pyarrow as pa
 from filelock import FileLock, Timeout
 
 from citerag.index import faults
-from citerag.index.files import atomic_write_text, fsync_path, sha256_file
+from citerag.index.files import atomic_write_text, fsync_path, sha256_file, tree_bytes
 from citerag.index.bm25 import BM25Index
 from citerag.index.dense import DenseIndex
 from citerag.index.errors import IndexMismatch, IndexNotFound
@@ -61,9 +67,12 @@ from citerag.index.wal import WriteLog
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
-#: Versions kept on disk: the live one and the one before, so a live version found damaged has a verified
-#: predecessor to fall back to (the write log holds every write since that predecessor).
+#: Versions kept on disk by default (``keep_versions``): the live one and the one before, so a live version found
+#: damaged has a verified predecessor to fall back to (the write log holds every write since that predecessor).
 KEEP_VERSIONS = 2
+#: The fewest versions a store may keep: the log is cut only up to what the oldest kept version holds, so with two
+#: kept either one plus the log restores every acknowledged write; with one, a damaged live version would lose them.
+MIN_KEEP_VERSIONS = 2
 #: Folder under ``versions/`` holding versions that failed verification.
 DAMAGED = "damaged"
 # What a refused version's message tells the user to do (index/recovery.py does it at the next start).
@@ -150,11 +159,44 @@ class LoadedIndex:
         return int(self.manifest.get("wal_seq", 0))
 
 
-class IndexStore:
-    """The versioned index directory rooted at ``root``."""
+@dataclass(frozen=True, slots=True)
+class DiskUse:
+    """What an index directory holds on disk, in bytes (plain sums of file sizes).
 
-    def __init__(self, root: Path) -> None:
+    Attributes:
+        live: the live version's directory (0 when none).
+        old, old_versions: the other committed versions (at most ``keep_versions - 1`` after a write).
+        damaged, damaged_versions: versions set aside under ``versions/damaged/`` (kept until removed by hand).
+        temporary, temporary_versions: ``versions/.tmp-*`` directories of writes not finished (or killed).
+        wal: the write-ahead log.
+        total: everything under the index directory (source records, ``CURRENT`` and the lock included).
+    """
+
+    live: int
+    old: int
+    old_versions: int
+    damaged: int
+    damaged_versions: int
+    temporary: int
+    temporary_versions: int
+    wal: int
+    total: int
+
+
+class IndexStore:
+    """The versioned index directory rooted at ``root``, keeping ``keep_versions`` committed versions (the live one
+    included; at least :data:`MIN_KEEP_VERSIONS`).
+
+    Raises:
+        ValueError: ``keep_versions`` is below :data:`MIN_KEEP_VERSIONS`.
+    """
+
+    def __init__(self, root: Path, keep_versions: int = KEEP_VERSIONS) -> None:
+        if keep_versions < MIN_KEEP_VERSIONS:
+            raise ValueError(f"keep_versions is {keep_versions}; it must be at least {MIN_KEEP_VERSIONS} (either kept "
+                             "version plus the write log restores every write): set CITERAG_KEEP_VERSIONS to 2 or more")
         self.root = Path(root)
+        self.keep_versions = keep_versions
         self.versions = self.root / "versions"
         # one lock object per path in the process (filelock's singleton), so the lock is reentrant in one thread
         # across IndexStore objects of one root (a replay that calls a build); the file is made on first acquire
@@ -162,15 +204,21 @@ class IndexStore:
         self.log = WriteLog(self.root / "wal.jsonl")
 
     @contextmanager
-    def writing(self) -> Iterator[None]:
+    def writing(self, wait: bool = True) -> Iterator[None]:
         """Hold the index's write lock (``root/write.lock``, an OS file lock: ``filelock``) for a read-modify-write
         of the live version, so writers in other processes (``citerag index --add`` beside a running service) and
         other threads wait for it instead of committing over each other's changes. Reentrant in one thread for one
-        store; released when the block ends or the process dies. Logs once when it has to wait."""
+        store; released when the block ends or the process dies. Logs once when it has to wait.
+
+        Raises:
+            filelock.Timeout: with ``wait=False``, another writer holds the lock (``citerag restore`` refuses then).
+        """
         self.root.mkdir(parents=True, exist_ok=True)
         try:
             self._lock.acquire(timeout=0)
         except Timeout:
+            if not wait:
+                raise
             log.warning("waiting for another writer of %s to finish", self.root)
             self._lock.acquire()
         try:
@@ -320,16 +368,54 @@ class IndexStore:
         numbers = [int(p.name[1:7]) for p in self.versions.glob("v[0-9][0-9][0-9][0-9][0-9][0-9]-*")]
         return max(numbers, default=0) + 1
 
+    def remove_temporaries(self) -> list[Path]:
+        """Remove the ``versions/.tmp-*`` directories that writes killed mid-version left (a start calls it), when
+        no writer holds the write lock: a writer in another process or thread may be filling its own, so while the
+        lock is held nothing is removed (:meth:`_prune` removes those an hour old after the next write). Never
+        waits; returns the directories removed."""
+        if not self.versions.is_dir() or not any(self.versions.glob(".tmp-*")):
+            return []
+        try:
+            self._lock.acquire(timeout=0)  # reentrant: a start already holding it (ensure_index) is no writer
+        except Timeout:
+            return []
+        try:
+            stale = sorted(p for p in self.versions.glob(".tmp-*") if p.is_dir())
+            for path in stale:
+                shutil.rmtree(path, ignore_errors=True)
+                log.info("removed %s, left by an index write that did not finish", path)
+            return stale
+        finally:
+            self._lock.release()
+
+    def disk_usage(self) -> DiskUse:
+        """What the index directory holds on disk, by part (:class:`DiskUse`); reads only file sizes."""
+        live = self.live_or_none()
+        committed = self.version_dirs()
+        old = [p for p in committed if p != live]
+        aside = [p for p in (self.versions / DAMAGED).iterdir() if p.is_dir()] if (self.versions / DAMAGED).is_dir() \
+            else []
+        temporary = [p for p in self.versions.glob(".tmp-*") if p.is_dir()] if self.versions.is_dir() else []
+        return DiskUse(
+            live=tree_bytes(live) if live is not None else 0,
+            old=sum(map(tree_bytes, old)), old_versions=len(old),
+            damaged=sum(map(tree_bytes, aside)), damaged_versions=len(aside),
+            temporary=sum(map(tree_bytes, temporary)), temporary_versions=len(temporary),
+            wal=tree_bytes(self.log.path), total=tree_bytes(self.root),
+        )
+
     def _prune(self, keep: str) -> None:
-        """Remove all but the :data:`KEEP_VERSIONS` newest versions (``keep``, the new live one, always stays; the
+        """Remove all but the :attr:`keep_versions` newest versions (``keep``, the new live one, always stays; the
         damaged ones are aside and not counted), then cut the write log up to what the oldest kept version holds,
-        so that either kept version plus the log restores every acknowledged write (with one version, nothing is
+        so that any kept version plus the log restores every acknowledged write (with one version, nothing is
         cut: the log's full build then stands in for the missing predecessor)."""
         names = sorted(p.name for p in self.version_dirs())
-        for old in [n for n in names if n != keep][: max(0, len(names) - KEEP_VERSIONS)]:
+        removed = [n for n in names if n != keep][: max(0, len(names) - self.keep_versions)]
+        for old in removed:
             shutil.rmtree(self.versions / old, ignore_errors=True)
-        if len(names) >= KEEP_VERSIONS:  # with one version, the log (from its full build) is its only fallback
-            self.log.cut(min(wal_seq(self.versions / name) for name in names[-KEEP_VERSIONS:]))
+        kept = [n for n in names if n not in removed]
+        if len(kept) >= 2:  # with one version, the log (from its full build) is its only fallback
+            self.log.cut(min(wal_seq(self.versions / name) for name in kept))
         for stale in self.versions.glob(".tmp-*"):
             if stale.stat().st_mtime < time.time() - 3600:  # left by a crashed build long ago
                 shutil.rmtree(stale, ignore_errors=True)

@@ -24,6 +24,7 @@ from citerag.service.settings import Settings
 
 if TYPE_CHECKING:
     from citerag.index.backend import WriteReport
+    from citerag.index.store import IndexStore
     from citerag.service.library import Library, StreamEvent
     from citerag.service.schemas import AskResponse, EvidenceOut, WriteReportOut
 
@@ -330,13 +331,14 @@ def doctor(
     verify: Annotated[bool, typer.Option("--verify", help="Hash every index file in full (seconds a gigabyte) "
                                          "instead of trusting sizes and mtimes as written.")] = False,
 ) -> None:
-    """Check the installation: libraries, model packages (sha256-verified), the index. Says how to fix each problem;
-    exits 1 when something is wrong."""
+    """Check the installation: libraries, model packages (sha256-verified), the index, and what the index and the
+    caches use on disk with their bounds. Says how to fix each problem; exits 1 when something is wrong."""
     from importlib import metadata
 
     from citerag.index.recovery import health
     from citerag.index.store import IndexStore
     from citerag.index.files import sha256_file
+    from citerag.service.disk import disk_checks
     from citerag.service.model_files import GENERATORS, assemble_gguf, embedding_model_dir, onnx_int8_model
 
     settings = _settings(index_dir)
@@ -389,6 +391,8 @@ def doctor(
            lambda: health(IndexStore(settings.index_dir), verify="full" if verify else "stat"),
            "start the service or run any command (it recovers: damaged versions aside, the write log replayed); "
            f"with no index, citerag index --index-dir {settings.index_dir} (or make serve)")
+    for part, usage in disk_checks(settings):  # what each part uses on disk, with its bound
+        report(f"disk, {part}", usage, "check the folder's permissions; the bounds are settings (citerag config)")
     if problems:
         console.print(f"[red]{problems} problem(s)[/]")
         raise typer.Exit(1)
@@ -408,6 +412,57 @@ def config(json_out: JsonOption = False, index_dir: IndexDirOption = None) -> No
     for name, field in Settings.model_fields.items():
         table.add_row(name, f"CITERAG_{name.upper()}", json.dumps(values[name]), field.description or "")
     console.print(table)
+
+
+def _index_store(settings: Settings) -> IndexStore:
+    """The embedded index's directory, or a one-line exit 2 for the Milvus backend (which keeps no version files)."""
+    from citerag.index.store import IndexStore
+
+    if settings.backend != "embedded":
+        _fail(f"backup and restore cover the embedded index; with CITERAG_BACKEND={settings.backend}, back up the "
+              "Milvus data with Milvus's own tools")
+    return IndexStore(settings.index_dir)
+
+
+@app.command("backup")
+@one_line_errors
+def backup_command(
+    dest: Annotated[Path, typer.Argument(help="A new directory for the backup (it must not exist).")],
+    index_dir: IndexDirOption = None,
+) -> None:
+    """Copy the live index version and the write log into DEST, checked against the version's checksums, with
+    BACKUP.json listing every file's sha256; safe while the service serves and writes. Written beside DEST and
+    renamed into place when complete: a backup killed midway leaves no DEST."""
+    from citerag.index.backup import backup
+
+    report = backup(_index_store(_settings(index_dir)), dest)
+    console.print(f"backed up {report.version} ({_count(report.documents, 'document')}, "
+                  f"{_count(report.passages, 'passage')}, write log through entry {report.wal_last}) to {report.path} "
+                  f"({_count(report.files, 'file')}, {report.bytes / 1e6:.1f} MB)", markup=False, highlight=False)
+
+
+@app.command("restore")
+@one_line_errors
+def restore_command(
+    src: Annotated[Path, typer.Argument(help="A directory written by `citerag backup`.")],
+    index_dir: IndexDirOption = None,
+) -> None:
+    """Make the backup SRC the live index: every file is checked against BACKUP.json first (a damaged backup
+    changes nothing), then the version is installed and made live; the versions and the log it replaces are kept
+    in versions/replaced/. Refuses while another writer holds the index's lock. Stop the service first, and start
+    it after: the start replays the backed-up log's writes the version lacks. Writes made after the backup are not
+    in the restored index."""
+    from citerag.index.backup import restore
+
+    report = restore(_index_store(_settings(index_dir)), src)
+    console.print(f"restored {report.backup_of} ({_count(report.documents, 'document')}, "
+                  f"{_count(report.passages, 'passage')}) as {report.version}", markup=False, highlight=False)
+    if report.to_replay:
+        console.print(f"the next start replays {_count(report.to_replay, 'write')} from the backed-up log",
+                      markup=False, highlight=False)
+    if report.replaced is not None:
+        console.print(f"the versions and the log it replaced are kept in {report.replaced}", markup=False,
+                      highlight=False)
 
 
 @app.command()

@@ -4,6 +4,9 @@
   ONNX form (``embedding_backend="onnx-int8"``) is made from it once into the cache directory (:func:`onnx_int8_model`).
 * Generator: a GGUF file split into 50 MB parts over several packages; :func:`assemble_gguf` joins the parts once
   into the cache directory and verifies the sha256 published in ``shared/README.md`` before anything loads it.
+
+A start killed while it joins or exports leaves a temporary file (``<name>.tmp-<pid>``) or folder (``.export-*``) in
+``cache_dir/models``; the next assembly removes it (:func:`remove_leftovers`).
 """
 
 from __future__ import annotations
@@ -11,14 +14,26 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import logging
 import os
+import re
+import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from citerag.index.errors import ModelNotFound
-from citerag.index.files import atomic_write_text, sha256_file
+from citerag.index.files import atomic_write_text, process_exists, sha256_file
+
+log = logging.getLogger(__name__)
 
 _CHUNK_BYTES = 8 * 1024 * 1024
+#: A temporary file or folder in the models directory untouched this long (seconds) is a leftover even when a process
+#: with its id runs (ids are reused, and a container's start has the same id each time); an assembly writes to its
+#: file every 8 MB block (well under a second apart), an export makes its folder's files within a minute.
+STALE_SECONDS = 600
+#: An assembly's temporary file: ``<file name>.tmp-<pid>`` (before: ``<stem>.tmp<pid>``).
+_TEMPORARY = re.compile(r".+\.tmp-?(\d+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,24 +154,52 @@ def _part_path(spec: GGUFSpec, i: int) -> Path:
     return path
 
 
+def remove_leftovers(models_dir: Path, older_than: float = STALE_SECONDS) -> list[Path]:
+    """Remove what killed starts left in ``models_dir``: assemblies' temporary files (``<name>.tmp-<pid>``) whose
+    process is gone or that were last written more than ``older_than`` seconds ago, and ONNX exports' temporary
+    folders (``.export-*``) that old. Returns what was removed; one that cannot be removed is logged and kept."""
+    removed = []
+    now = time.time()
+    for path in sorted(models_dir.iterdir()) if models_dir.is_dir() else ():
+        match = _TEMPORARY.fullmatch(path.name)
+        try:
+            stale = path.stat().st_mtime < now - older_than
+            if match is not None and path.is_file() and (stale or not process_exists(int(match.group(1)))):
+                path.unlink()
+            elif path.name.startswith(".export-") and path.is_dir() and stale:
+                shutil.rmtree(path)
+            else:
+                continue
+        except FileNotFoundError:  # finished (renamed) or removed by another start meanwhile
+            continue
+        except OSError as exc:
+            log.warning("cannot remove %s, left by a start that was killed (%s); remove it by hand", path, exc)
+            continue
+        log.info("removed %s, left by a start that was killed", path)
+        removed.append(path)
+    return removed
+
+
 def assemble_gguf(spec: GGUFSpec, cache_dir: Path) -> Path:
     """Join the spec's parts into ``cache_dir/models/<filename>`` once, verify its sha256, return the path.
 
     A verified file is recorded by a ``.sha256`` stamp holding the digest, size and mtime, so later calls do not
-    re-hash 1 GB. The join writes to a temporary file and renames it, so a crash never leaves a half file.
+    re-hash 1 GB. The join writes to a temporary file (``<filename>.tmp-<pid>``) and renames it, so a crash never
+    leaves a half file; each call first removes the temporary files of killed starts (:func:`remove_leftovers`).
 
     Raises:
         ModelNotFound: a part package is missing, or the joined file's sha256 differs from ``spec.sha256``.
     """
     target = cache_dir / "models" / spec.filename
     stamp = target.with_suffix(".sha256")
+    remove_leftovers(target.parent)
     if target.is_file() and stamp.is_file():
         stat = target.stat()
         if stamp.read_text().split() == [spec.sha256, str(stat.st_size), str(int(stat.st_mtime))]:
             return target
     parts = [_part_path(spec, i) for i in range(1, spec.n_parts + 1)]
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(f".tmp{os.getpid()}")
+    tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
     digest = hashlib.sha256()
     try:
         with tmp.open("wb") as out:

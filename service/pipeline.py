@@ -17,7 +17,7 @@ from citerag.index.embedded import EmbeddedBackend
 from citerag.index.errors import ModelNotFound
 from citerag.index.lifecycle import IndexSetup, fill_when_empty
 from citerag.index.retrieve import Retriever
-from citerag.index.store import IndexStore, LoadedIndex
+from citerag.index.store import LoadedIndex
 from citerag.service.answering.config import AnswerConfig
 from citerag.service.answering.model import Model
 from citerag.service.answering.prompts import FIXED_MESSAGES, PAPER_SLOT, SLOTS
@@ -59,9 +59,10 @@ def _load_embedder(backend: EmbeddingBackend, cache_dir: Path | None) -> ModelEm
 
 def index_setup(settings: Settings) -> IndexSetup:
     """What the index's lifecycle (:mod:`citerag.index.lifecycle`: open, recover, build, follow the sources) needs
-    from ``settings``: the index directory, the first-run corpus, the chunk, BM25 and FAISS settings, the embedding
-    cache (``settings.cache_dir / "embeddings"`` when ``settings.embedding_cache`` is on) and the process's embedder
-    (:func:`load_embedder`, loaded when first needed)."""
+    from ``settings``: the index directory and the versions it keeps, the first-run corpus, the chunk, BM25 and FAISS
+    settings, the embedding cache (``settings.cache_dir / "embeddings"`` when ``settings.embedding_cache`` is on,
+    bounded by ``settings.embedding_cache_mb``) and the process's embedder (:func:`load_embedder`, loaded when first
+    needed)."""
     return IndexSetup(
         index_dir=settings.index_dir,
         corpus=tuple(settings.corpus),
@@ -73,6 +74,8 @@ def index_setup(settings: Settings) -> IndexSetup:
         bm25_method=settings.bm25_method,
         dense_index=settings.dense_index,
         embedding_cache=settings.cache_dir / "embeddings" if settings.embedding_cache else None,
+        embedding_cache_bytes=settings.embedding_cache_mb * 1024**2,
+        keep_versions=settings.keep_versions,
     )
 
 
@@ -93,7 +96,7 @@ def open_backend(settings: Settings, index: LoadedIndex) -> EmbeddedBackend:
     setup = index_setup(settings)
     embedder = setup.load_embedder()
     return EmbeddedBackend(
-        IndexStore(settings.index_dir),
+        setup.store(),
         index,
         lambda loaded: open_retriever(settings, loaded),
         embedder,

@@ -399,3 +399,36 @@ class WriteReportOut(BaseModel):
             deleted=report.deleted, skipped=[{"doc_id": i, "reason": r} for i, r in report.skipped],
             passages_embedded=report.passages_embedded, version=report.version,
         )
+
+
+class BackupRequest(BaseModel):
+    """The body of ``POST /admin/backup``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dest: str = Field(..., min_length=1, max_length=4096, description="A directory on the server that does not "
+                      "exist yet, as an absolute path; the backup is written beside it and renamed into place.")
+
+    @field_validator("dest")
+    @classmethod
+    def _absolute_path(cls, value: str) -> str:
+        if any(ord(ch) < 32 for ch in value):
+            raise ValueError("must not contain control characters")
+        if not value.startswith("/"):
+            raise ValueError("must be an absolute path on the server")
+        return value
+
+
+class BackupOut(BaseModel):
+    """What ``POST /admin/backup`` wrote (see :class:`citerag.index.backup.BackupReport`)."""
+
+    dest: str = Field(description="The backup directory.")
+    version: str = Field(description="The index version backed up (live when the backup began).")
+    wal_seq: int = Field(description="The last write-log entry that version holds.")
+    wal_last: int = Field(description="The last entry of the backed-up log (entries past wal_seq are replayed after "
+                          "a restore).")
+    documents: int
+    passages: int
+    files: int = Field(description="Files listed, with their sha256, in the backup's BACKUP.json.")
+    bytes: int
+    created_at: str

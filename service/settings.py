@@ -14,6 +14,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from citerag.index.embed_cache import DEFAULT_MAX_MB
+from citerag.index.store import KEEP_VERSIONS, MIN_KEEP_VERSIONS
 from citerag.index.types import BM25Method, DenseSetting, FusionMethod
 from citerag.service.answering.config import AnswerConfig
 from citerag.service.generator import Speculative
@@ -65,6 +67,11 @@ class Settings(BaseSettings):
     embedding_cache: bool = Field(
         True, description="Reuse passage embeddings from cache_dir/embeddings when re-indexing (keyed by text + model)."
     )
+    embedding_cache_mb: int = Field(
+        DEFAULT_MAX_MB, ge=1, description="Bound of the embedding cache in cache_dir/embeddings, every model's shards "
+        "together (MB; least recently used shards go first, each time a build writes one; ~1.5 kB a passage: the "
+        "22,981 ML abstracts take 95 MB a backend).",
+    )
 
     # Chunking, in the embedding model's word pieces.
     chunk_tokens: int = Field(128, ge=16, le=256, description="Target passage length (word pieces).")
@@ -84,6 +91,11 @@ class Settings(BaseSettings):
         "auto",
         description="FAISS index: flat (exact), hnsw or ivf-sq8 (approximate; ivf-sq8 stores 8-bit codes, ~392 B a "
         "passage), or auto: flat below 50,000 passages, hnsw below 200,000, ivf-sq8 from there.",
+    )
+    keep_versions: int = Field(
+        KEEP_VERSIONS, ge=MIN_KEEP_VERSIONS, description="Index versions kept on disk, the live one included; older "
+        "ones are removed after each write. At least 2: the write log is cut only up to what the oldest kept version "
+        "holds, so either of two kept versions plus the log restores every acknowledged write.",
     )
     verify_in_background: bool = Field(
         True, description="After start, hash every index file in full in the background (the start itself checks each "

@@ -1,6 +1,6 @@
 """The HTTP routes, one router a resource; :func:`citerag.service.api.create_app` includes them in this order.
 
-* :mod:`~citerag.service.routes.operations`: ``GET /health``, ``GET /metrics``;
+* :mod:`~citerag.service.routes.operations`: ``GET /health``, ``GET /metrics``, ``POST /admin/backup``;
 * :mod:`~citerag.service.routes.search`: ``POST /search``;
 * :mod:`~citerag.service.routes.ask`: ``POST /ask`` (JSON, or server-sent events);
 * :mod:`~citerag.service.routes.openai`: the OpenAI-compatible ``GET /v1/models`` and ``POST /v1/chat/completions``;

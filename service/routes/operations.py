@@ -1,14 +1,19 @@
-"""Operations routes: ``GET /health`` (liveness, index size, the answering model's state) and ``GET /metrics``."""
+"""Operations routes: ``GET /health`` (liveness, index size, the answering model's state), ``GET /metrics`` and
+``POST /admin/backup`` (a backup of the live index, :mod:`citerag.index.backup`; needs the API key like the writes)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Response
 
+from citerag.index.backup import BackupError, BadDestination, backup
+from citerag.index.store import IndexStore
+from citerag.service.errors import InvalidRequest
 from citerag.service.pipeline import papers_read_ahead
-from citerag.service.schemas import Health
-from citerag.service.state import MetricsDep, Service, ServiceDep
+from citerag.service.schemas import BackupOut, BackupRequest, Health
+from citerag.service.state import BearerDep, MetricsDep, Service, ServiceDep
 
 router = APIRouter()
 
@@ -43,3 +48,22 @@ def _decoding(service: Service) -> dict[str, Any]:
 async def prometheus_metrics(metrics: MetricsDep) -> Response:
     """Prometheus text format: requests, latency, answering stages, tokens, index size, queue depth."""
     return metrics.render()
+
+
+@router.post("/admin/backup", responses={400: {}, 401: {}, 403: {}, 503: {}})
+def backup_index(body: BackupRequest, service: ServiceDep, credentials: BearerDep) -> BackupOut:
+    """Back up the live index version and its write log into ``dest``, a new directory on the server, while the
+    service goes on serving and writing (``citerag backup DEST`` does the same; ``citerag restore DEST`` restores
+    it). Needs ``Authorization: Bearer <CITERAG_API_KEY>`` when a key is set, like the writes. A ``dest`` that
+    exists or lies inside the index directory is a 422 naming the field; the Milvus backend is a 400."""
+    service.writes.check(credentials)
+    store = getattr(service.backend, "store", None)
+    if not isinstance(store, IndexStore):
+        raise BackupError("backups cover the embedded index; back up the Milvus data with Milvus's own tools")
+    try:
+        report = backup(store, Path(body.dest))
+    except BadDestination as exc:
+        raise InvalidRequest.at(["dest"], str(exc)) from exc
+    return BackupOut(dest=str(report.path), version=report.version, wal_seq=report.wal_seq, wal_last=report.wal_last,
+                     documents=report.documents, passages=report.passages, files=report.files, bytes=report.bytes,
+                     created_at=report.created_at)

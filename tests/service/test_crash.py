@@ -61,3 +61,4 @@ def test_kill_9_during_an_ingest_leaves_the_previous_index_live(tmp_path: Path) 
                              "--index-dir", str(index_dir)], env=env, cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["results"][0]["doc_id"] == EDEN
+    assert not any(store.versions.glob(".tmp-*"))  # the killed write's temporary version went at that start
