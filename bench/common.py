@@ -10,6 +10,7 @@ each table records ``os.getloadavg()`` next to it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -262,10 +263,19 @@ class Served:
     lines: list[tuple[float, str]]
 
 
+def log_tail(path: Path | None, lines: int = 20) -> str:
+    """The last ``lines`` lines of a service's output file (empty when there is none)."""
+    if path is None or not path.exists():
+        return ""
+    return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+
+
 @contextmanager
-def serve(index_dir: Path, timeout_s: float = 900.0, env: dict[str, str] | None = None) -> Iterator[Served]:
+def serve(index_dir: Path, timeout_s: float = 900.0, env: dict[str, str] | None = None,
+          log: Path | None = None) -> Iterator[Served]:
     """Start ``citerag serve --index-dir INDEX_DIR`` on 127.0.0.1 and a free port; yield once ``/health`` answers;
-    stop the process (by its PID) on exit.
+    stop the process (by its PID) on exit. Its output is kept in ``Served.lines``, or written to the file ``log``
+    (a long run: nothing kept in memory).
 
     Raises:
         RuntimeError: the service exited or did not answer ``/health`` within ``timeout_s`` (its last output lines
@@ -279,23 +289,25 @@ def serve(index_dir: Path, timeout_s: float = 900.0, env: dict[str, str] | None 
     # the venv's console script; PYTHONPATH puts this checkout first
     command = [str(Path(sys.executable).parent / "citerag"), "serve", "--index-dir", str(index_dir), "--port", str(port)]
     started = time.perf_counter()
-    process = subprocess.Popen(
-        command, cwd=PROJECT_ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(PROJECT_ROOT), **(env or {})},
-    )
     lines: list[tuple[float, str]] = []
+    with log.open("wb") if log is not None else contextlib.nullcontext() as out:
+        process = subprocess.Popen(
+            command, cwd=PROJECT_ROOT, text=True, stdout=out or subprocess.PIPE, stderr=subprocess.STDOUT,
+            env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(PROJECT_ROOT), **(env or {})},
+        )
 
     def pump() -> None:
         assert process.stdout is not None
         for line in process.stdout:
             lines.append((time.perf_counter() - started, line.rstrip()))
 
-    threading.Thread(target=pump, daemon=True).start()
+    if log is None:
+        threading.Thread(target=pump, daemon=True).start()
     served = Served(f"http://127.0.0.1:{port}", process, started, lines)
     try:
         while True:
             if process.poll() is not None or time.perf_counter() - started > timeout_s:
-                tail = "\n".join(line for _, line in lines[-15:])
+                tail = "\n".join(line for _, line in lines[-15:]) if log is None else log_tail(log, 15)
                 raise RuntimeError(f"citerag serve did not come up (exit {process.poll()}):\n{tail}")
             try:
                 if httpx.get(served.url + "/health", timeout=2.0).status_code == 200:

@@ -47,8 +47,6 @@ import os
 import random
 import secrets
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -61,9 +59,8 @@ from typing import Any
 
 import httpx
 import numpy as np
-from citerag.service.settings import PROJECT_ROOT
 
-from bench.common import fmt, free_port, load_average, markdown_table, percentiles, record
+from bench.common import fmt, load_average, log_tail, markdown_table, percentiles, record, serve
 
 KINDS = ("search", "ask", "write", "delete")
 TITLE = "Soak: mixed clients against citerag serve (bench/soak.py)"
@@ -106,18 +103,11 @@ class Target:
     log: Path | None = None
 
 
-def log_tail(path: Path | None, lines: int = 20) -> str:
-    """The last ``lines`` lines of the service's output file (empty when there is none)."""
-    if path is None or not path.exists():
-        return ""
-    return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
-
-
 @contextmanager
 def started_service(index_dir: Path | None, work: Path, timeout_s: float) -> Iterator[Target]:
     """Start ``citerag serve`` on 127.0.0.1 and a free port over ``work/index`` (a copy of ``index_dir``, or empty:
     the service builds the index of its corpus there), with a random API key and its output in
-    ``work/service.log``; yield once ``/health`` answers; stop it by its PID (SIGTERM, then SIGKILL after 30 s).
+    ``work/service.log`` (:func:`bench.common.serve`); yield once ``/health`` answers; stop it by its PID.
 
     Raises:
         RuntimeError: the service exited or did not answer ``/health`` within ``timeout_s`` seconds (the last lines
@@ -126,38 +116,12 @@ def started_service(index_dir: Path | None, work: Path, timeout_s: float) -> Ite
     served = work / "index"
     if index_dir is not None:
         shutil.copytree(index_dir, served, ignore=shutil.ignore_patterns("write.lock", "bench.json"))
-    port = free_port()
     api_key = secrets.token_hex(16)
-    command = [str(Path(sys.executable).parent / "citerag"), "serve", "--host", "127.0.0.1", "--port", str(port),
-               "--index-dir", str(served)]
     # the soak's random documents stay out of the user's embedding cache unless CITERAG_EMBEDDING_CACHE says so
-    env = {"CITERAG_EMBEDDING_CACHE": "false", **os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(PROJECT_ROOT),
-           "CITERAG_API_KEY": api_key}
+    env = {"CITERAG_EMBEDDING_CACHE": os.environ.get("CITERAG_EMBEDDING_CACHE", "false"), "CITERAG_API_KEY": api_key}
     log = work / "service.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)
-    target = Target(f"http://127.0.0.1:{port}", api_key, process.pid, True, log)
-    try:
-        started = time.monotonic()
-        while True:
-            if process.poll() is not None or time.monotonic() - started > timeout_s:
-                raise RuntimeError(f"citerag serve did not come up (exit {process.poll()}); its output ends:\n"
-                                   f"{log_tail(log)}")
-            try:
-                if httpx.get(target.url + "/health", timeout=5.0).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-        yield target
-    finally:
-        if process.poll() is None:
-            os.kill(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.kill(process.pid, signal.SIGKILL)
-                process.wait()
+    with serve(served, timeout_s, env=env, log=log) as running:
+        yield Target(running.url, api_key, running.process.pid, True, log)
 
 
 def wait_until_settled(url: str, need_generator: bool, timeout_s: float) -> dict[str, Any]:
