@@ -43,26 +43,29 @@ X = vec.fit_transform([d["title"] + " " + d["text"] for d in docs])
 taken = set()
 batches = []
 pos = 0
+
+
+def next_in(want: str) -> int:
+    """The next abstract of the shuffled order that is in half ``want`` and not taken yet."""
+    global pos
+    while True:
+        i = order[pos]
+        pos += 1
+        if i not in taken and half(docs[i]["_id"]) == want:
+            return i
+
+
 for h in range(HELPERS):
     singles = []
     for want in ("dev", "test"):
-        n = 0
-        while n < SINGLES // 2:
-            i = order[pos]
-            pos += 1
-            if i in taken or half(docs[i]["_id"]) != want:
-                continue
-            singles.append(i)
-            taken.add(i)
-            n += 1
+        for _ in range(SINGLES // 2):
+            singles.append(next_in(want))
+            taken.add(singles[-1])
     pairs = []
     for want in ("dev", "test"):
         n = 0
         while n < PAIRS // 2:
-            i = order[pos]
-            pos += 1
-            if i in taken or half(docs[i]["_id"]) != want:
-                continue
+            i = next_in(want)
             sims = (X @ X[i].T).toarray().ravel()
             sims[i] = -1
             for j in np.argsort(-sims)[:50]:
