@@ -51,6 +51,7 @@ from filelock import Timeout
 
 from citerag.index import faults
 from citerag.index.errors import CiteragError, IndexMismatch, IndexNotFound
+from citerag.index.diskspace import DiskFull, disk_space, is_disk_full
 from citerag.index.files import READ_BLOCK, atomic_write_text, fsync_path, process_exists, sha256_file
 from citerag.index.sources import SourceStates
 from citerag.index.store import IndexStore
@@ -162,7 +163,8 @@ def backup(store: IndexStore, dest: Path) -> BackupReport:
         IndexMismatch: the live version's files disagree with its manifest (a start sets it aside and recovers;
             back up after that), or ``CURRENT`` names a missing version.
         BackupError: the write log is damaged.
-        OSError: a file cannot be read or written (disk full); nothing is left at ``dest``.
+        DiskFull: no space left (or the quota used up) where ``dest`` is; nothing is left at ``dest``.
+        OSError: a file cannot be read or written; nothing is left at ``dest``.
     """
     dest = Path(dest).absolute()
     if not (store.root / "CURRENT").is_file():
@@ -174,9 +176,11 @@ def backup(store: IndexStore, dest: Path) -> BackupReport:
         tmp = dest.parent / f".{dest.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         tmp.mkdir()
     except OSError as exc:
+        if is_disk_full(exc):
+            raise DiskFull.of(exc, "backup", dest.parent) from exc
         raise BadDestination(f"{dest}: cannot write beside it ({exc.strerror or exc}); choose a writable path") from exc
     try:
-        with ExitStack() as opened:
+        with disk_space("backup", dest.parent, record=False), ExitStack() as opened:
             snapshot = _snapshot(store, opened)
             report = _write(store, snapshot, tmp, dest)
         _fsync_tree(tmp)

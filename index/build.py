@@ -23,6 +23,7 @@ from rich.progress import Progress
 from citerag.index.bm25 import BM25Index, CorpusTokens
 from citerag.index.chunking import Chunker, model_text
 from citerag.index.dense import AUTO_HNSW_THRESHOLD, DenseIndex, choose_kind
+from citerag.index.diskspace import disk_space
 from citerag.index.embed import Embedder
 from citerag.index.progress import build_progress
 from citerag.index.sources import LEGACY_KEYS, SourceState, SourceStates
@@ -197,7 +198,13 @@ def write_index(
         ``(version directory, report)``; when nothing changes no version is written (the source state, if given,
         is recorded for the live version) and the live one is returned.
 
+    A write refused for space anywhere (the log, a file of the version, ``CURRENT``) raises
+    :class:`~citerag.index.diskspace.DiskFull`: nothing of it stays (the version's temporary directory is removed,
+    its log entry withdrawn), the live version is unchanged and the condition is recorded
+    (:data:`~citerag.index.diskspace.WATCH`) until a write succeeds.
+
     Raises:
+        DiskFull: no space left (or the disk quota used up) on the index's file system; nothing is written.
         DocumentNotFound: a deleted id is not indexed (nothing is written).
         IngestError: a malformed document (:func:`citerag.index.writes.classify`; nothing is written, nothing logged).
         IndexMismatch: the live version fails verification.
@@ -209,7 +216,7 @@ def write_index(
         raise ValueError("replace gives the whole new content: pass no deletes")
     if replace and options.log_write and options.logged_as is None and reset_sources is None:
         raise ValueError("a logged replace is a reset of source files: pass reset_sources")
-    with store.writing():
+    with disk_space("index", store.root), store.writing():
         # a replacement needs no live version: it also rebuilds when CURRENT names one that was set aside
         pointer = store.live_or_none() if replace else store.current()
         live: LoadedIndex | None = load_version(pointer) if pointer is not None else None
@@ -278,7 +285,8 @@ def _logged(
 @contextmanager
 def _logged_reset(store: IndexStore, held: int, reset_sources: Sequence[str]) -> Iterator[tuple[int, Callable[[], None]]]:
     """The log entry number of a full replacement and the hook that appends its ``reset`` (run just before
-    ``CURRENT`` moves); an ``abort`` is appended when the commit fails after the hook ran."""
+    ``CURRENT`` moves); the entry is withdrawn (an ``abort`` appended, or on a full disk the entry cut off) when the
+    commit fails after the hook ran."""
     store.log.drop_abandoned(held)
     seq = max(store.log.read().last, held) + 1
     logged = False
@@ -292,7 +300,7 @@ def _logged_reset(store: IndexStore, held: int, reset_sources: Sequence[str]) ->
         yield seq, log_reset
     except BaseException:
         if logged:
-            store.log.append("abort", target=seq)
+            store.log.withdraw(seq)
         raise
 
 

@@ -383,8 +383,18 @@ class DenseIndex:
         return self._index.reconstruct_batch(np.ascontiguousarray(rows, dtype=np.int64))  # only the rows asked for
 
     def save(self, directory: Path) -> None:
-        """Write ``dense.faiss`` under ``directory``."""
-        faiss.write_index(self._index, str(directory / self.FILENAME))
+        """Write ``dense.faiss`` under ``directory``.
+
+        Written through Python's file object, 1 MiB at a time (``faiss.PyCallbackIOWriter``), not by FAISS's own
+        ``fopen``/``fwrite``: FAISS ignores the error of ``fclose``, so on a full disk an index small enough to stay
+        in the C library's buffer would come out empty or cut short with no error raised. Here a failed write or
+        close raises ``OSError`` (``ENOSPC``).
+
+        Raises:
+            OSError: the file cannot be written (a full disk: ``errno`` ``ENOSPC``).
+        """
+        with (directory / self.FILENAME).open("wb") as handle:
+            faiss.write_index(self._index, faiss.PyCallbackIOWriter(handle.write))
 
     @classmethod
     def load(cls, directory: Path, mmap: bool = True, ef_search: int = HNSW_EF_SEARCH,

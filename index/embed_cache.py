@@ -34,6 +34,7 @@ from types import TracebackType
 
 import numpy as np
 
+from citerag.index.diskspace import WATCH, skipped_for_space
 from citerag.index.embed import Embedder
 from citerag.index.files import atomic_write_bytes
 
@@ -248,7 +249,8 @@ class CachedEmbedder:
 
     def _write_shard(self, rows: np.ndarray) -> Path | None:
         """Write ``rows`` to ``<sha256>.npy`` atomically and return its path. A failure (disk full, read-only cache)
-        is logged and gives ``None``: the cache only saves time."""
+        is logged and gives ``None``: the cache only saves time. A failure for space is also recorded
+        (:data:`~citerag.index.diskspace.WATCH`: ``/health`` shows it) until a shard is written again."""
         buffer = io.BytesIO()
         np.save(buffer, rows, allow_pickle=False)
         data = buffer.getvalue()
@@ -257,8 +259,11 @@ class CachedEmbedder:
             self.directory.mkdir(parents=True, exist_ok=True)
             atomic_write_bytes(path, data)
         except OSError as exc:
-            log.warning("embedding cache: cannot write a shard to %s (%s); continuing without it", self.directory, exc)
+            if skipped_for_space(exc, "embedding cache", self.root) is None:
+                log.warning("embedding cache: cannot write a shard to %s (%s); continuing without it", self.directory,
+                            exc)
             return None
+        WATCH.clear("embedding cache", self.root)
         return path
 
     def _load(self) -> dict[bytes, tuple[int, int]]:

@@ -57,6 +57,7 @@ from citerag.index import faults
 from citerag.index.files import atomic_write_text, fsync_path, sha256_file, tree_bytes
 from citerag.index.bm25 import BM25Index
 from citerag.index.dense import DenseIndex
+from citerag.index.diskspace import WATCH
 from citerag.index.errors import IndexMismatch, IndexNotFound
 from citerag.index.sources import SourceState, SourceStates
 from citerag.index.tables import DOCUMENTS_FILE, PASSAGES_FILE, DocumentTable, PassageTable, write_table
@@ -277,7 +278,11 @@ class IndexStore:
         version's), recorded once the version is complete and in place. ``before_current`` runs after that, just
         before ``CURRENT`` moves (a full build logs itself there); if either raises, the version is removed and
         nothing changes. ``documents`` and ``passages`` may be lists or tables (a table is written as it is; a list's
-        passages must belong to its documents)."""
+        passages must belong to its documents).
+
+        Any failure (a full disk included) removes the temporary directory and the version, and leaves ``CURRENT``
+        as it was; :func:`~citerag.index.build.write_index` turns one for space into
+        :class:`~citerag.index.diskspace.DiskFull`."""
         self.versions.mkdir(parents=True, exist_ok=True)
         name = f"v{self._next_sequence():06d}-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
         tmp = self.versions / f".tmp-{name}"
@@ -311,6 +316,7 @@ class IndexStore:
             faults.point("before-current")
             atomic_write_text(self.root / "CURRENT", name + "\n")
             faults.point("after-current")
+            WATCH.clear("index", self.root)  # a write succeeded: the index's file system has room again
         except BaseException:
             # a version that did not become live must not be found later as the newest one (its write failed)
             shutil.rmtree(tmp, ignore_errors=True)

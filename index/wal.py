@@ -120,7 +120,8 @@ class WriteLog:
         ``wal_seq``, and than every number logged before).
 
         Raises:
-            OSError: the log cannot be written (the write must then not be acknowledged).
+            OSError: the log cannot be written (the write must then not be acknowledged); the log is cut back to
+                what it held, so no part of the entry stays.
         """
         state = self.read()
         seq = max(state.last, after) + 1
@@ -130,14 +131,69 @@ class WriteLog:
         new_file = not self.path.exists()
         self._drop_torn_tail()
         faults.point("before-log-append")
-        with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if new_file:
-            fsync_path(self.path.parent)
+        size = 0 if new_file else self.path.stat().st_size
+        try:
+            with self.path.open("a", encoding="utf-8") as handle:
+                handle.write(line)
+                handle.flush()
+                os.fsync(handle.fileno())
+            if new_file:
+                fsync_path(self.path.parent)
+        except OSError:
+            # a failed append (a full disk) leaves no part of its line: the log stays parseable and the write,
+            # never acknowledged, is not replayed (truncating needs no space)
+            self._truncate(size, remove=new_file)
+            raise
         faults.point("after-log-append")
         return seq
+
+    def _truncate(self, size: int, remove: bool = False) -> None:
+        """Cut the log back to its first ``size`` bytes (or remove it, ``remove``: it did not exist before), fsynced;
+        a failure is logged (the torn line it leaves is ignored by :meth:`read` and dropped by the next append)."""
+        try:
+            if remove:
+                self.path.unlink(missing_ok=True)
+                return
+            with self.path.open("r+b") as handle:
+                handle.truncate(size)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError as exc:
+            log.warning("%s: cannot cut a failed append back to %d bytes (%s)", self.path, size, exc)
+
+    def withdraw(self, seq: int) -> None:
+        """Mark entry ``seq``, just appended, as not applied (its write failed): append an ``abort`` for it; when
+        that cannot be written either (a full disk), cut the entry itself off the end of the log, so no start
+        replays a write that was never acknowledged.
+
+        Raises:
+            OSError: neither could be done (the next writer aborts the entry: :meth:`drop_abandoned`).
+        """
+        try:
+            self.append("abort", target=seq)
+        except OSError as exc:
+            if not self._cut_last(seq):
+                raise
+            log.warning("%s: entry %d withdrawn by cutting it off the log (an abort could not be appended: %s)",
+                        self.path, seq, exc)
+
+    def _cut_last(self, seq: int) -> bool:
+        """Remove the log's last complete line when it is entry ``seq`` (and a torn line after it); ``False`` when
+        it is not (then nothing changes)."""
+        try:
+            data = self.path.read_bytes()
+        except OSError:
+            return False
+        end = data.rfind(b"\n") + 1  # past the last complete line
+        start = data.rfind(b"\n", 0, max(end - 1, 0)) + 1
+        try:
+            row = json.loads(data[start:end])
+        except ValueError:
+            return False
+        if not isinstance(row, dict) or row.get("seq") != seq:
+            return False
+        self._truncate(start)
+        return self.path.stat().st_size == start
 
     def _drop_torn_tail(self) -> None:
         """Truncate an unterminated last line (an append cut short), so the next entry starts on its own line."""
@@ -165,7 +221,8 @@ class WriteLog:
     @contextmanager
     def pending(self, op: Op, *, after: int = 0, **fields: Any) -> Iterator[int]:
         """Append an entry (:meth:`append`) and yield its number for the block that applies it; when the block
-        raises, an ``abort`` entry for it is appended (so a replay skips it) and the error goes on.
+        raises, the entry is withdrawn (:meth:`withdraw`: an ``abort`` entry for it, so a replay skips it, or on a
+        full disk the entry cut off) and the error goes on.
 
         ``after`` is the live version's ``wal_seq``; entries past it left by a dead writer are aborted first
         (:meth:`drop_abandoned`), so the new version's ``wal_seq`` never claims them."""
@@ -174,7 +231,7 @@ class WriteLog:
         try:
             yield seq
         except BaseException:
-            self.append("abort", target=seq)
+            self.withdraw(seq)
             raise
 
     def cut(self, through: int) -> None:

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from citerag.index.diskspace import DiskFull, is_disk_full
 from citerag.index.errors import CiteragError
 from citerag.service.settings import Settings
 
@@ -53,7 +54,8 @@ def _fail(message: str) -> None:
 
 
 def one_line_errors(command: F) -> F:
-    """Turn citerag and validation errors into one line on stderr and exit status 2."""
+    """Turn citerag and validation errors, and a write refused for space (what to free), into one line on stderr and
+    exit status 2."""
 
     @wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -63,9 +65,16 @@ def one_line_errors(command: F) -> F:
             first = exc.errors()[0]
             field = ".".join(str(part) for part in first["loc"]) or "input"
             _fail(f"{field}: {first['msg']}")
-        except (CiteragError, ValueError) as exc:
+        except (CiteragError, ValueError) as exc:  # a full disk met by the index is DiskFull: what to free
             _fail(str(exc).splitlines()[0])
-        except OSError as exc:
+        except (OSError, RuntimeError) as exc:
+            if is_disk_full(exc):  # met elsewhere (a restore, an export): what to free, where it is known
+                if isinstance(exc, OSError) and exc.filename:
+                    _fail(str(DiskFull.of(exc, "file", Path(exc.filename).parent)))
+                _fail(f"a write failed for space ({str(exc).splitlines()[0]}): free space on the file system it "
+                      "wrote to, or raise the disk quota, then retry")
+            if not isinstance(exc, OSError):
+                raise
             _fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
 
     return wrapper  # type: ignore[return-value]

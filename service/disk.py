@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from citerag.index.diskspace import size_text
 from citerag.index.embed_cache import cache_usage
 from citerag.index.files import tree_bytes
 from citerag.index.store import IndexStore
@@ -15,16 +16,6 @@ from citerag.service.answering.states import PREFIX as STATE_PREFIX
 from citerag.service.settings import Settings
 
 MB = 1024**2
-
-
-def size_text(n: int) -> str:
-    """``n`` bytes for a reader: exact bytes below 1 MB (``12,345 B``), else MB or GB of 1024² / 1024³ bytes with one
-    or two decimals (``95.4 MB``, ``1.04 GB``)."""
-    if n < MB:
-        return f"{n:,} B"
-    if n < 1024 * MB:
-        return f"{n / MB:,.1f} MB"
-    return f"{n / (1024 * MB):,.2f} GB"
 
 
 def _plural(n: int, noun: str) -> str:

@@ -5,7 +5,8 @@ routes call: the same field errors, with the same messages, as the 422 bodies Fa
 body. :class:`Overloaded`, :class:`Unauthorized` and :class:`WritesDisabled` concern admission and API keys, which
 only the HTTP service has. All derive from :class:`citerag.index.errors.CiteragError` like the index's own errors,
 so the one exception handler here (and the CLI, which maps every ``CiteragError`` to exit code 2) treats them all
-alike. ``citerag.errors`` re-exports them all.
+alike; a full disk (:class:`~citerag.index.diskspace.DiskFull`) is a 507 saying what to free. ``citerag.errors``
+re-exports them all.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from citerag.index.diskspace import DiskFull
 from citerag.index.errors import (
     BackendUnavailable,
     CiteragError,
@@ -81,6 +83,7 @@ _STATUS: dict[type[CiteragError], int] = {
     BackendUnavailable: 503,
     Unauthorized: 401,
     WritesDisabled: 403,
+    DiskFull: 507,
 }
 
 
@@ -91,13 +94,18 @@ def status_of(exc: CiteragError) -> int:
 
 async def citerag_error(_: Request, exc: Exception) -> JSONResponse:
     """Exception handler of :class:`CiteragError`: ``{"detail": <message>, "error": <class name>}`` with the error's
-    status code, and ``Retry-After`` when the service is overloaded."""
+    status code, and ``Retry-After`` when the service is overloaded. A full disk (:class:`DiskFull`, 507 Insufficient
+    Storage) adds where and how much is free: ``part``, ``path``, ``filesystem``, ``free_bytes``, ``quota`` and
+    ``free`` (what to free)."""
     assert isinstance(exc, CiteragError), "registered for CiteragError"
     if isinstance(exc, InvalidRequest):  # a field error found past FastAPI's own validation: its 422 shape
         detail = [{**error, "loc": ["body", *error["loc"]]} for error in exc.errors]
         return JSONResponse({"detail": detail}, status_code=422)
     headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, Overloaded) else None
-    return JSONResponse({"detail": str(exc), "error": type(exc).__name__}, status_code=status_of(exc), headers=headers)
+    body: dict[str, Any] = {"detail": str(exc), "error": type(exc).__name__}
+    if isinstance(exc, DiskFull):
+        body |= {**exc.as_dict(), "free": exc.advice}
+    return JSONResponse(body, status_code=status_of(exc), headers=headers)
 
 
 #: Added to a 422 whose body is not an object when the request did not say it is JSON (``curl -d`` without ``-H

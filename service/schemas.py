@@ -314,6 +314,33 @@ class DocumentsPage(BaseModel):
     documents: list[DocumentSummary]
 
 
+class DiskCondition(BaseModel):
+    """A place where a write failed for space (or quota) and none has succeeded since."""
+
+    part: str = Field(description="What was written: index, embedding cache, paper-state cache or backup.")
+    path: str = Field(description="The directory written to.")
+    filesystem: str = Field(description="The mount point of the file system holding it.")
+    free_bytes: int = Field(description="Bytes free on that file system now (-1: unknown).")
+    quota: bool = Field(description="The disk quota, not the device, ran out.")
+    since: str = Field(description="When a write there first failed (ISO 8601, UTC).")
+    failures: int = Field(description="Writes there that failed since.")
+    detail: str = Field(description="The first failure's message: what to free.")
+
+
+class DiskHealth(BaseModel):
+    status: Literal["ok", "full"] = Field(
+        "ok", description="full: a write (index, embedding cache, paper-state cache) failed for space and none has "
+        "succeeded there since. Searches and answers go on from the live version; index writes answer 507 until "
+        "space is freed, the caches are skipped.")
+    part: str | None = Field(None, description="The oldest condition's part (when full).")
+    path: str | None = Field(None, description="The oldest condition's directory (when full).")
+    filesystem: str | None = Field(None, description="The oldest condition's file system (when full).")
+    free_bytes: int | None = Field(None, description="Bytes free there now (when full).")
+    since: str | None = Field(None, description="When the oldest condition began (when full).")
+    detail: str | None = Field(None, description="What to free (when full).")
+    conditions: list[DiskCondition] = Field(default_factory=list, description="Every place reported full.")
+
+
 class Health(BaseModel):
     status: Literal["ok"]
     documents: int
@@ -336,6 +363,7 @@ class Health(BaseModel):
         default_factory=dict, description="The answering model's decoding once it is loaded: `speculative` (none, "
         "ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod or draft) and its sizes; with `fallback` (why) and "
         "`requested` when the configured one failed to load and plain decoding runs instead. Empty while loading.")
+    disk: DiskHealth = Field(default_factory=DiskHealth, description="Whether writes fail for lack of space.")
 
 
 MAX_DOCUMENT_CHARS = 200_000

@@ -213,3 +213,73 @@ def client_for(settings_factory) -> Iterator[Callable[..., object]]:
             return stack.enter_context(TestClient(app))
 
         yield make
+
+
+class SmallDisk:
+    """A real, size-limited file system (a tmpfs) to fill: writes on it meet ``ENOSPC`` as on a full disk.
+
+    Attributes:
+        root: its mount point.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.filler = root / "filler"
+
+    def fill(self, leave: int = 0) -> int:
+        """Write the filler until the file system is full, then cut it by ``leave`` bytes (tmpfs frees whole 4 KiB
+        pages). Returns the bytes free afterwards."""
+        import errno
+
+        fd = os.open(self.filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        try:
+            block = b"\0" * (1 << 16)
+            while True:
+                try:
+                    if os.write(fd, block) == 0:
+                        break
+                except OSError as exc:
+                    if exc.errno != errno.ENOSPC:
+                        raise
+                    if len(block) == 1:
+                        break
+                    block = block[: len(block) // 2]
+        finally:
+            os.close(fd)
+        if leave:
+            os.truncate(self.filler, max(0, self.filler.stat().st_size - leave))
+        return self.free_bytes()
+
+    def empty(self) -> None:
+        """Remove the filler: the space comes back."""
+        self.filler.unlink(missing_ok=True)
+
+    def free_bytes(self) -> int:
+        import shutil
+
+        return shutil.disk_usage(self.root).free
+
+
+@pytest.fixture()
+def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
+    """An 8 MiB tmpfs mounted at ``tmp_path / "disk"`` (mounting needs root, or CAP_SYS_ADMIN: skipped without),
+    unmounted at teardown (lazily when a test still maps one of its files)."""
+    import gc
+    import shutil
+    import subprocess
+
+    root = tmp_path / "disk"
+    root.mkdir()
+    if shutil.which("mount") is None:
+        pytest.skip("no `mount` command: a full disk is simulated with a small tmpfs")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m,mode=0755", "tmpfs", str(root)],
+                             capture_output=True, text=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs to fill (needs root or CAP_SYS_ADMIN; uid {os.geteuid()}): "
+                    f"{(mounted.stderr or mounted.stdout).strip()}")
+    try:
+        yield SmallDisk(root)
+    finally:
+        gc.collect()  # memory maps of the index's files held by dead objects
+        if subprocess.run(["umount", str(root)], capture_output=True, check=False).returncode != 0:
+            subprocess.run(["umount", "--lazy", str(root)], check=True)

@@ -13,6 +13,10 @@ model reads afresh.
 The cache is bounded in bytes (:attr:`~citerag.service.answering.config.AnswerConfig.state_cache_bytes`): the least
 recently used states go first. Papers of a small corpus are read ahead when the service starts
 (:meth:`PaperStates.read_ahead`); beyond it, a paper is read on its first question.
+
+A state that cannot be saved for space (a full disk or quota) is skipped with a warning saying what to free, and the
+condition is recorded for ``/health`` (:mod:`citerag.index.diskspace`) until a state is saved again; the question is
+answered all the same, and the state is tried again once more room is free (:data:`RETRY_ROOM`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from citerag.index.diskspace import WATCH, DiskFull, free_bytes, is_disk_full
 from citerag.service.generator import STATE_SIZE_SUFFIX, Generator
 
 log = logging.getLogger(__name__)
@@ -31,6 +36,11 @@ log = logging.getLogger(__name__)
 Messages = list[dict[str, str]]
 #: A state file's name starts so (the cache directory may hold other files).
 PREFIX = "paper-"
+#: A save that fails while less than this is free on the cache's file system is taken as failed for space
+#: (llama.cpp's short write of a state reports no errno); an abstract's state is ~8 MB.
+STATE_ROOM = 64 * 1024**2
+#: A state not saved for space is tried again once this much more is free than when it failed.
+RETRY_ROOM = 8 * 1024**2
 
 
 class PaperStates:
@@ -49,8 +59,10 @@ class PaperStates:
         self.slot = slot
         self.fixed = fixed
         self.ahead = "not started"
-        #: States llama.cpp could not read or save in this process (a full disk): not tried again.
+        #: States llama.cpp could not read or save in this process: not tried again.
         self._failed: set[str] = set()
+        #: States not saved for space, with the bytes free then: tried again once :data:`RETRY_ROOM` more is free.
+        self._full: dict[str, int] = {}
 
     @property
     def enabled(self) -> bool:
@@ -78,12 +90,26 @@ class PaperStates:
         if self.generator.has_state(name) and self.generator.restore_state(name, self.slot):
             self._touch(name)
             return True
+        directory = Path(self.generator.state_dir)  # type: ignore[arg-type]
+        if name in self._full and free_bytes(directory) < self._full[name] + RETRY_ROOM:
+            return False  # failed for space, and no room was made since
         try:
             self.generator.read_and_save(prefix, name, self.slot, self.fixed)
-        except RuntimeError:
+        except (RuntimeError, OSError) as exc:
+            if is_disk_full(exc) or 0 <= free_bytes(directory) < STATE_ROOM:
+                # a cache is optional: the question goes on, /health shows the condition, and the state is tried
+                # again once there is room (llama.cpp's own short write names no errno: a nearly full disk is taken
+                # for the cause)
+                full = DiskFull.of(exc, "paper-state cache", directory)
+                self._full[name] = full.free_bytes
+                WATCH.report(full)
+                log.warning("%s", full)
+                return False
             self._failed.add(name)
             log.warning("keeping the state of a paper failed; its prompts are read in full", exc_info=True)
             return False
+        self._full.pop(name, None)
+        WATCH.clear("paper-state cache", directory)
         self.prune()
         return True
 
@@ -102,6 +128,11 @@ class PaperStates:
                     read += self.ready(prefix)
                     if on_read is not None:
                         on_read()
+                    if self.name(prefix) in self._full:  # no room for states: reading on would only cost time
+                        self.ahead = "failed"
+                        log.warning("reading papers ahead stopped: the paper-state cache's disk is full; a question "
+                                    "about a paper not read reads it")
+                        return read
         except Exception:
             self.ahead = "failed"
             log.exception("reading papers ahead stopped; a question about a paper not read reads it")

@@ -29,7 +29,7 @@ async def get_document(doc_id: str, service: ServiceDep) -> DocumentOut:
     return service.library.document(doc_id)
 
 
-@router.post("/documents", responses={401: {}, 403: {}})
+@router.post("/documents", responses={401: {}, 403: {}, 507: {}})
 def add_documents(
     service: ServiceDep,
     documents: Annotated[list[DocumentIn], Body(min_length=1, max_length=MAX_DOCUMENTS_PER_REQUEST)],
@@ -37,12 +37,13 @@ def add_documents(
 ) -> WriteReportOut:
     """Add documents, or replace them by id (their old passages go). Only new and changed passages are
     embedded; searches keep answering from the previous version until the new one is committed.
-    Needs ``Authorization: Bearer <CITERAG_API_KEY>`` when a key is set."""
+    Needs ``Authorization: Bearer <CITERAG_API_KEY>`` when a key is set. A full disk is a 507 naming the file
+    system, the bytes free and what to free; nothing is written and searches go on."""
     service.writes.check(credentials)
     return service.library.add(documents)
 
 
-@router.delete("/documents/{doc_id:path}", responses={401: {}, 403: {}, 404: {}})
+@router.delete("/documents/{doc_id:path}", responses={401: {}, 403: {}, 404: {}, 507: {}})
 def delete_document(doc_id: str, service: ServiceDep, credentials: BearerDep) -> WriteReportOut:
     """Remove a document and all its passages. Needs the API key when one is set."""
     service.writes.check(credentials)
