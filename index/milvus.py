@@ -43,6 +43,21 @@ Consistency: every collection is created with ``Strong`` consistency, so a searc
 before it. Within one process a readers-writer lock makes a write atomic for searches (before or after, never a
 mix); across processes sharing a server, a search running during a replace may briefly see a document with no
 passages or with both old and new ones.
+
+Durability: Milvus makes a write durable only when it flushes (seals) it, and Milvus Lite does not fsync what it has
+not flushed; a flush per write would be slow on a server. So every write is appended to a write-ahead log
+(:mod:`citerag.index.wal`, the embedded index's format and code) and fsynced before it is applied and acknowledged.
+The log lives in ``wal_dir``: ``wal.jsonl``, ``held.json`` and ``write.lock``. ``held.json`` records the last log
+entry Milvus is known to hold (``held``: every write up to it applied and the collections flushed after it) and the
+log's id (``wal_id``), which the documents collection also carries (property ``citerag_wal_id``). A checkpoint
+(:meth:`MilvusBackend.checkpoint`: flush, record ``held``, cut the log through it) follows a write of at least
+:data:`FLUSH_AFTER` passages, every :data:`CHECKPOINT_ENTRIES` logged writes and :meth:`MilvusBackend.close`. At
+each open (:meth:`MilvusBackend.recover`) the entries after ``held`` are replayed into Milvus, folded as the
+embedded start-up folds them (:func:`citerag.index.recovery.steps_after`: the last logged content of each id is
+upserted, passages by their ids; ids whose last logged write removed them are deleted when stored), then a
+checkpoint follows. Replaying an entry Milvus already holds changes nothing, so a crash during a replay is
+repaired by the next. A log whose ``wal_id`` is not the collections' (they were dropped and created again, or
+``wal_dir`` was used with another Milvus) is moved to ``wal_dir/set-aside/`` with a warning, not replayed.
 """
 
 from __future__ import annotations
@@ -50,7 +65,10 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import shutil
 import threading
+import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -58,16 +76,19 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import numpy as np
+from filelock import FileLock
 from pymilvus import AnnSearchRequest, DataType, Function, FunctionType, MilvusClient, MilvusException, RRFRanker
 
 from citerag.index.backend import BackendBase, WriteReport, check_page
 from citerag.index.chunking import Chunker, model_text
 from citerag.index.embed import Embedder
 from citerag.index.errors import BackendUnavailable, IndexMismatch, IngestError
+from citerag.index.files import atomic_write_text
 from citerag.index.filters import Filters, fold_value
 from citerag.index.fusion import RRF_K
 from citerag.index.ids import MAX_ID_BYTES
 from citerag.index.milvus_filters import JSON_FIELD, Unsatisfiable, milvus_expression, typed_columns
+from citerag.index.recovery import IndexUnrecoverable, ReplayStep, steps_after
 from citerag.index.search import (
     SearchResult, candidate_depth, check_fusion, check_search, fusion_depth, rank_candidates, search_results,
     select_top,
@@ -75,7 +96,8 @@ from citerag.index.search import (
 from citerag.index.text import fold
 from citerag.index.tokenize import STOPWORDS, tokenize
 from citerag.index.types import Document, FusionMethod, Hit, Passage, Ranking, RetrievalMode, document_fingerprint
-from citerag.index.writes import check_documents, classify, vectors_for
+from citerag.index.wal import WriteLog, WriteLogDamaged
+from citerag.index.writes import WritePlan, check_documents, classify, vectors_for
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +117,11 @@ VARCHAR_MAX = 65_535  # Milvus's largest VARCHAR, in bytes (UTF-8)
 ID_MAX = MAX_ID_BYTES  # width of the doc_id columns, in bytes (the id rule: index.ids)
 WRITE_BATCH = 512  # rows per insert/upsert request (well under gRPC's 64 MiB message limit at 384-d)
 FLUSH_AFTER = 1_000  # a write of at least this many passages is flushed (sealed and indexed) at once
+#: A checkpoint (flush, then the write log cut) follows at the latest this many logged writes after the last one.
+CHECKPOINT_ENTRIES = 64
 LAYOUT_PROPERTY = "citerag_layout"  # collection property holding the MilvusLayout as JSON
+WAL_ID_PROPERTY = "citerag_wal_id"  # documents collection property: the id of the write log that goes with it
+HELD_FILE = "held.json"  # in wal_dir: {"wal_id", "held"}, the last log entry Milvus holds flushed
 HNSW = {"M": 16, "efConstruction": 200}  # Malkov & Yashunin (2018)'s usual build parameters
 #: Fusion methods Milvus cannot run, with the reason (see :func:`citerag.index.search.check_fusion`).
 UNSUPPORTED_FUSION = {
@@ -212,10 +238,17 @@ class MilvusBackend(BackendBase):
             no ``bm25_rank``/``dense_rank``/scores, and the answerer (which abstains on the best cosine
             similarity) cannot use them; the default, ``False``, is what the service uses.
         hnsw_ef: HNSW search breadth (``ef``); raised to the number of candidates asked for when smaller.
+        wal_dir: the directory of the write-ahead log (module docstring); default, for Milvus Lite, ``<uri>.wal``
+            beside its file. Required for a server: a local directory of this service's (one per collection
+            prefix and server).
+
+    Opening replays the logged writes Milvus may not hold (:meth:`recover`; ``replayed`` says how many).
 
     Raises:
-        ValueError: a setting is out of range, or ``uri`` is neither ``*.db`` nor ``http(s)://``.
+        ValueError: a setting is out of range, ``uri`` is neither ``*.db`` nor ``http(s)://``, or a server is
+            given no ``wal_dir``.
         IndexMismatch: the collections exist with another embedder, analyzer, BM25 or chunker setting.
+        WriteLogDamaged: a line of the write log, or ``held.json``, is unreadable (nothing is replayed).
         BackendUnavailable: Milvus cannot be reached or refuses a request (this and every method).
     """
 
@@ -239,10 +272,13 @@ class MilvusBackend(BackendBase):
         weights: tuple[float, float] = (0.5, 0.5),
         rrf_in_engine: bool = False,
         hnsw_ef: int = 128,
+        wal_dir: str | Path | None = None,
     ) -> None:
         uri = str(uri)
         if is_lite_uri(uri) and not uri.endswith(".db"):
             raise ValueError(f"milvus_uri {uri!r}: give a file path ending in .db (Milvus Lite) or http://host:19530")
+        if wal_dir is None and not is_lite_uri(uri):
+            raise ValueError(f"Milvus server {uri}: give wal_dir, the local directory of the write-ahead log")
         if analyzer not in ("citerag", "milvus"):
             raise ValueError(f"analyzer must be 'citerag' or 'milvus', got {analyzer!r}")
         if candidates < 1 or rrf_k < 0 or hnsw_ef < 1:
@@ -276,9 +312,16 @@ class MilvusBackend(BackendBase):
         self._lock = _ReadWriteLock()
         if self.lite:
             Path(uri).parent.mkdir(parents=True, exist_ok=True)
+        self.wal_dir = Path(wal_dir) if wal_dir is not None else Path(f"{uri}.wal")
+        self.wal_dir.mkdir(parents=True, exist_ok=True)
+        self.log = WriteLog(self.wal_dir / "wal.jsonl")
+        self._wal_lock = FileLock(str((self.wal_dir / "write.lock").absolute()), is_singleton=True)
+        self._held = 0  # the last log entry Milvus holds flushed (held.json)
         self.client = MilvusClient(uri=uri, token=token) if token else MilvusClient(uri=uri)
-        self._ensure_collections()
+        self.wal_id = self._ensure_collections()
         self._next_seq = self._max_seq() + 1
+        self.replayed = self.recover()
+        """How many logged writes the open replayed into Milvus."""
 
     # -- setup ---------------------------------------------------------------------------------------------------
 
@@ -290,7 +333,9 @@ class MilvusBackend(BackendBase):
             return {"tokenizer": "standard", "filter": [{"type": "stop", "stop_words": sorted(STOPWORDS)}]}
         return {"type": "english"}
 
-    def _ensure_collections(self) -> None:
+    def _ensure_collections(self) -> str:
+        """Create what is missing, check the layout of what exists, load both; returns the write log's id (a new one
+        when a collection was created: a log written for the collections before is not theirs)."""
         layout = json.dumps(_layout_dict(self.layout), sort_keys=True)
         for name in (self.passages_collection, self.documents_collection):
             if self.client.has_collection(name):
@@ -301,12 +346,21 @@ class MilvusBackend(BackendBase):
                         f"but the settings ask for {layout}; drop it (or point CITERAG_MILVUS_URI elsewhere) and "
                         "re-ingest"
                     )
+        created = False
         if not self.client.has_collection(self.passages_collection):
             self._create_passages(layout)
+            created = True
         if not self.client.has_collection(self.documents_collection):
             self._create_documents(layout)
+            created = True
         for name in (self.passages_collection, self.documents_collection):
             self.client.load_collection(name)
+        found = self.client.describe_collection(self.documents_collection).get("properties", {}).get(WAL_ID_PROPERTY)
+        if found and not created:
+            return str(found)
+        wal_id = uuid.uuid4().hex
+        self.client.alter_collection_properties(self.documents_collection, {WAL_ID_PROPERTY: wal_id})
+        return wal_id
 
     def _create_passages(self, layout: str) -> None:
         schema = self.client.create_schema(auto_id=False, enable_dynamic_field=False)
@@ -362,11 +416,10 @@ class MilvusBackend(BackendBase):
 
     @engine_errors
     def close(self) -> None:
-        """Flush, close the client and, for Milvus Lite, stop the in-process server of this file (so another
-        process, or a new backend here, opens it from disk)."""
-        with self._lock.writing():
-            for name in (self.passages_collection, self.documents_collection):
-                self.client.flush(name)
+        """Checkpoint (:meth:`checkpoint`: flush, cut the write log), close the client and, for Milvus Lite, stop the
+        in-process server of this file (so another process, or a new backend here, opens it from disk)."""
+        with self._lock.writing(), self._wal_lock:
+            self._checkpoint(self.log.read().last)
             self.client.close()
             if self.lite:
                 from milvus_lite import server_manager_instance
@@ -585,28 +638,43 @@ class MilvusBackend(BackendBase):
                 over Milvus's 65,535-byte VARCHAR, the same id twice with different content, a title too long to
                 chunk); nothing is written.
             DocumentNotFound: an id of ``deletes`` is not stored; nothing is written.
+
+        Durability: a write that changes something is appended to the write-ahead log (fsynced) before anything is
+        embedded or written to Milvus (module docstring); one that then fails is logged as aborted (never replayed;
+        what Milvus had already applied of it stays, as without the log).
         """
         batch = _validated(list(upserts))
         deletes = list(dict.fromkeys(deletes))
-        with self._lock.writing():
+        embedded = 0
+        with self._lock.writing(), self._wal_lock:
             existing = self._documents_by_id([doc.doc_id for doc in batch] + deletes)
             plan = classify(batch, existing, deletes, chunk=self.chunker.chunk)
-            passages = plan.new_passages
-            # the stored vectors of re-chunked documents are read before the delete below can remove them
-            vectors, embedded = vectors_for(
-                [model_text(p.text, plan.changed[p.doc_id].title) for p in passages],
-                self._old_vectors([existing[doc_id] for doc_id in plan.changed if doc_id in existing]),
-                lambda missing: self.embedder.encode(missing, show_progress=show_progress),
-                self.layout.embedding_dim,
-            )
-            if plan.deleted:
-                self._delete_documents(plan.deleted)
-            if plan.updated:
-                self._rewrite_metadata(list(plan.updated.values()))
-            if plan.changed:
-                self._write(list(plan.changed.values()), passages, vectors)
+            if not plan.writes_nothing:  # logged (fsynced) before anything is embedded or written to Milvus
+                entry = {"documents": [*plan.changed.values(), *plan.updated.values()], "doc_ids": plan.deleted}
+                with self.log.applying("write", after=self._held, **entry) as seq:
+                    embedded = self._carry_out(plan, existing, show_progress)
+                self._checkpoint_when_due(seq, len(plan.new_passages))
             version = self._version()
         return plan.report(embedded, version)
+
+    def _carry_out(self, plan: WritePlan, existing: dict[str, Document], show_progress: bool = False) -> int:
+        """Apply ``plan`` (made against ``existing``, the stored versions of its documents) to the collections;
+        returns how many passage texts were embedded. Caller holds the write lock."""
+        passages = plan.new_passages
+        # the stored vectors of re-chunked documents are read before the delete below can remove them
+        vectors, embedded = vectors_for(
+            [model_text(p.text, plan.changed[p.doc_id].title) for p in passages],
+            self._old_vectors([existing[doc_id] for doc_id in plan.changed if doc_id in existing]),
+            lambda missing: self.embedder.encode(missing, show_progress=show_progress),
+            self.layout.embedding_dim,
+        )
+        if plan.deleted:
+            self._delete_documents(plan.deleted)
+        if plan.updated:
+            self._rewrite_metadata(list(plan.updated.values()))
+        if plan.changed:
+            self._write(list(plan.changed.values()), passages, vectors)
+        return embedded
 
     @engine_errors
     def write_passages(self, documents: list[Document], passages: list[Passage], vectors: np.ndarray) -> None:
@@ -624,8 +692,107 @@ class MilvusBackend(BackendBase):
         ids = {doc.doc_id for doc in _validated(documents)}
         if stray := {p.doc_id for p in passages} - ids:
             raise ValueError(f"passages of documents not given: {sorted(stray)[:5]}")
-        with self._lock.writing():
-            self._write(documents, passages, vectors)
+        with self._lock.writing(), self._wal_lock:
+            # logged as the documents alone: a replay chunks and embeds them again (the same chunker and encoder)
+            with self.log.applying("write", after=self._held, documents=documents) as seq:
+                self._write(documents, passages, vectors)
+            self._checkpoint_when_due(seq, len(passages))
+
+    # -- write-ahead log -----------------------------------------------------------------------------------------
+
+    @engine_errors
+    def recover(self) -> int:
+        """Replay into Milvus the logged writes after the last one it is known to hold (module docstring), then
+        checkpoint. Run by every open; running it again changes nothing (a replayed write that Milvus holds is left
+        as it is). Returns how many logged writes were replayed.
+
+        Raises:
+            WriteLogDamaged: a line of the log (other than a torn last one), or ``held.json``, is unreadable.
+            IndexUnrecoverable: the log holds an entry the Milvus backend never writes (a full build).
+        """
+        with self._lock.writing(), self._wal_lock:
+            held, recorded = self._read_held()
+            logged = self.log.read()
+            held = max(held, logged.base)  # a cut follows the record it was cut to
+            steps = steps_after(logged, held)
+            aborted = {e.target for e in logged.entries if e.op == "abort"}
+            replayed = sum(1 for e in logged.entries if e.seq > held and e.op == "write" and e.seq not in aborted)
+            if steps:
+                log.warning("%s: replaying %d logged write(s) after entry %d into Milvus at %s", self.log.path,
+                            replayed, held, self.uri)
+            for step in steps:
+                self._replay(step)
+            self._held = held
+            if logged.last > held:
+                self._checkpoint(logged.last)
+            elif not recorded:
+                self._record_held(held)
+        return replayed
+
+    @engine_errors
+    def checkpoint(self) -> None:
+        """Flush both collections, record that Milvus holds every logged write (``held.json``) and cut the log."""
+        with self._lock.writing(), self._wal_lock:
+            self._checkpoint(self.log.read().last)
+
+    def _replay(self, step: ReplayStep) -> None:
+        """Apply one folded step of logged writes, unlogged: its documents upserted (an identical stored one left as
+        it is), its deletes of stored ids carried out (the others are already gone). Caller holds both locks."""
+        if step.sources is not None:
+            raise IndexUnrecoverable(
+                f"{self.log.path}: entry {step.seq} is a full build from files, which the Milvus backend never logs; "
+                "this is not a Milvus write log (check CITERAG_MILVUS_URI and the index directory)"
+            )
+        existing = self._documents_by_id([doc.doc_id for doc in step.upserts] + list(step.deletes))
+        deletes = [doc_id for doc_id in step.deletes if doc_id in existing]
+        self._carry_out(classify(list(step.upserts), existing, deletes, chunk=self.chunker.chunk), existing)
+
+    def _checkpoint_when_due(self, seq: int, n_passages: int) -> None:
+        """Checkpoint after log entry ``seq`` when the write was large (its passages are better sealed and indexed
+        now than searched in Milvus's growing buffer) or enough writes were logged since the last checkpoint."""
+        if n_passages >= FLUSH_AFTER or seq - self._held >= CHECKPOINT_ENTRIES:
+            self._checkpoint(seq)
+
+    def _checkpoint(self, seq: int) -> None:
+        """Flush, then record ``seq`` (the log's last entry) as held and cut the log through it. Caller holds both
+        locks (no entry is appended meanwhile)."""
+        for name in (self.passages_collection, self.documents_collection):
+            self.client.flush(name)
+        if seq > self._held:
+            self._record_held(seq)
+            self.log.cut(seq)
+            self._held = seq
+
+    def _record_held(self, seq: int) -> None:
+        atomic_write_text(self.wal_dir / HELD_FILE, json.dumps(
+            {"wal_id": self.wal_id, "held": seq, "uri": self.uri, "documents": self.documents_collection}
+        ) + "\n")
+
+    def _read_held(self) -> tuple[int, bool]:
+        """``(held, recorded)``: the last log entry Milvus holds flushed, and whether ``held.json`` records it for
+        these collections. A log recorded for other collections is moved aside (module docstring).
+
+        Raises:
+            WriteLogDamaged: ``held.json`` is unreadable.
+        """
+        path = self.wal_dir / HELD_FILE
+        if not path.is_file():
+            return 0, False  # a new log, or one written before citerag recorded this: replayed from its start
+        try:
+            recorded = json.loads(path.read_text(encoding="utf-8"))
+            wal_id, held = str(recorded["wal_id"]), int(recorded["held"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise WriteLogDamaged(f"{path}: unreadable ({exc}); the write log beside it cannot be replayed") from exc
+        if wal_id == self.wal_id:
+            return held, True
+        aside = self.wal_dir / "set-aside" / f"{time.strftime('%Y%m%dT%H%M%S')}-{wal_id}"
+        aside.mkdir(parents=True, exist_ok=True)
+        for name in (self.log.path.name, HELD_FILE):
+            if (self.wal_dir / name).exists():
+                shutil.move(str(self.wal_dir / name), str(aside / name))
+        log.warning("%s: the write log was kept for other Milvus collections (%s: dropped and created again, or "
+                    "another Milvus); moved to %s and not replayed", self.wal_dir, self.documents_collection, aside)
+        return 0, False
 
     def _delete_documents(self, doc_ids: list[str]) -> None:
         """Delete documents and all their passages. Caller holds the write lock."""
@@ -705,9 +872,6 @@ class MilvusBackend(BackendBase):
             self._next_seq += 1
         for start in range(0, len(doc_rows), WRITE_BATCH):
             self.client.upsert(self.documents_collection, doc_rows[start : start + WRITE_BATCH])
-        if len(passages) >= FLUSH_AFTER:  # seal and index now rather than searching a large unindexed buffer
-            self.client.flush(self.passages_collection)
-            self.client.flush(self.documents_collection)
 
     def _passage_row(self, doc: Document, passage: Passage, vector: np.ndarray) -> dict[str, Any]:
         embedded = model_text(passage.text, doc.title)

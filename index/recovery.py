@@ -23,7 +23,7 @@ from citerag.index.errors import CiteragError, IndexMismatch, IndexNotFound
 from citerag.index.sources import SourceStates
 from citerag.index.store import DAMAGED, IndexStore, LoadedIndex, Verify, load_version
 from citerag.index.types import DenseSetting, Document
-from citerag.index.wal import LogEntry, WriteLogDamaged
+from citerag.index.wal import LogEntry, LogState, WriteLogDamaged
 
 
 class IndexUnrecoverable(CiteragError):
@@ -64,7 +64,10 @@ class Recovery:
 
 def fold(entries: list[LogEntry]) -> list[ReplayStep]:
     """Group ``entries`` into replay steps: aborted entries dropped, consecutive ``write`` entries merged (the last
-    write of an id wins), each ``reset`` a step of its own.
+    write of an id wins), each ``reset`` a step of its own. A step's upserts come in the order the writes left the
+    documents in (:meth:`~citerag.index.backend.SearchBackend.documents`): one added or replaced after the others, one
+    whose metadata alone changed in its place; so a replay into a store that lacks them all orders them as the
+    writes did.
 
     >>> from index.wal import LogEntry
     >>> d = Document("a", "", "x", "x")
@@ -94,10 +97,20 @@ def fold(entries: list[LogEntry]) -> list[ReplayStep]:
         for doc_id in entry.doc_ids:
             state[doc_id] = None
         for doc in entry.documents:
+            before = state.get(doc.doc_id)
+            if before is None or (before.title, before.text) != (doc.title, doc.text):
+                state.pop(doc.doc_id, None)  # added or replaced: it moves to the end, as the write moved it
             state[doc.doc_id] = doc
         seq = entry.seq
     close()
     return steps
+
+
+def steps_after(logged: LogState, held: int) -> list[ReplayStep]:
+    """What a store holding the log's entries up to ``held`` lacks: the entries after it, folded (:func:`fold`).
+    Shared by the embedded start-up (:func:`recover`) and the Milvus backend's
+    (:meth:`citerag.index.milvus.MilvusBackend.recover`)."""
+    return fold([e for e in logged.entries if e.seq > held])
 
 
 def recover(store: IndexStore, mmap: bool = True, verify: Verify = "stat") -> Recovery:
@@ -131,8 +144,7 @@ def recover(store: IndexStore, mmap: bool = True, verify: Verify = "stat") -> Re
     except WriteLogDamaged as exc:
         raise IndexUnrecoverable(f"{exc}. {_HOW}") from exc
     held = index.wal_seq if index is not None else 0
-    pending = [e for e in logged.entries if e.seq > held]
-    steps = fold(pending)
+    steps = steps_after(logged, held)
     if index is not None:
         if logged.base > held:
             raise IndexUnrecoverable(

@@ -2,7 +2,8 @@
 
 Every write through :func:`citerag.index.build.write_index` (``POST`` / ``DELETE /documents``, ``citerag index --add``)
 and every full build from sources (``citerag index PATHS``) is appended here, fsynced, before it is applied, and
-each index version records in its manifest the last log sequence number it holds (``wal_seq``). The log is cut
+each index version records in its manifest the last log sequence number it holds (``wal_seq``). The Milvus backend keeps a log
+of its own in the same format (:mod:`citerag.index.milvus`: written the same way, replayed into Milvus at its start). The log is cut
 only up to the ``wal_seq`` of the oldest version kept on disk, so any one version that later fails verification can
 be replaced by an older verified one plus the log (:func:`citerag.index.recovery.recover`). The design follows the
 translog of Lucene/Elasticsearch: an operation is durable once it is in the log, not once a segment holds it.
@@ -227,6 +228,16 @@ class WriteLog:
         ``after`` is the live version's ``wal_seq``; entries past it left by a dead writer are aborted first
         (:meth:`drop_abandoned`), so the new version's ``wal_seq`` never claims them."""
         self.drop_abandoned(after)
+        with self.applying(op, after=after, **fields) as seq:
+            yield seq
+
+    @contextmanager
+    def applying(self, op: Op, *, after: int = 0, **fields: Any) -> Iterator[int]:
+        """Append an entry (:meth:`append`) and yield its number for the block that applies it; when the block
+        raises, an ``abort`` entry for it is appended (so a replay skips it) and the error goes on. Unlike
+        :meth:`pending`, entries already logged are left as they are: the Milvus backend
+        (:mod:`citerag.index.milvus`) applies each entry before it returns, but records only at its next flush that
+        Milvus holds it, so an entry past ``after`` there is applied, or replayed at the next start."""
         seq = self.append(op, after=after, **fields)
         try:
             yield seq

@@ -112,7 +112,8 @@ def open_milvus_backend(
     """The Milvus backend the settings ask for, with ``settings.corpus`` ingested on first run (empty collections:
     :func:`~citerag.index.lifecycle.fill_when_empty`).
 
-    The URI is ``settings.milvus_uri`` or the Milvus Lite file ``<index_dir>/milvus.db``. Fusion is
+    The URI is ``settings.milvus_uri`` or the Milvus Lite file ``<index_dir>/milvus.db``; the backend's write-ahead
+    log is kept beside a Milvus Lite file (``<file>.wal/``) and, for a server, in ``<index_dir>/milvus-wal/``. Fusion is
     ``settings.fusion``; the embedded default ``"bounded"``, which Milvus cannot compute (it needs BM25 document
     frequencies), falls back to RRF with ``settings.rrf_k``, with a WARNING and ``stats()["fusion_fallback"]``
     (:class:`~citerag.index.milvus.MilvusBackend`).
@@ -127,7 +128,7 @@ def open_milvus_backend(
         IndexMismatch: the collections were created with another embedder, analyzer, BM25 or chunk setting.
         IngestError: a corpus file is bad (nothing is written).
     """
-    from citerag.index.milvus import MilvusBackend
+    from citerag.index.milvus import MilvusBackend, is_lite_uri
 
     if settings.bm25_method != "lucene":
         raise ValueError(
@@ -136,8 +137,9 @@ def open_milvus_backend(
 
     encoder = embedder or load_embedder(settings)
     chunker = index_setup(settings).chunker(encoder)  # type: ignore[arg-type]
+    uri = settings.milvus_uri or str(settings.index_dir / "milvus.db")
     backend = MilvusBackend(
-        settings.milvus_uri or str(settings.index_dir / "milvus.db"),
+        uri,
         encoder,
         chunker,
         token=settings.milvus_token.get_secret_value(),
@@ -148,6 +150,7 @@ def open_milvus_backend(
         rrf_k=settings.rrf_k,
         fusion=settings.fusion,
         weights=(settings.weight_bm25, settings.weight_dense),
+        wal_dir=None if is_lite_uri(uri) else settings.index_dir / "milvus-wal",
     )
     fill_when_empty(backend, settings.corpus, show_progress=show_progress)
     return backend

@@ -6,14 +6,24 @@ the same vectors: the model is not the subject here, the interface is (:class:`c
 What the two may differ in, and so is not asserted: ``version`` labels, BM25 score magnitudes (Milvus multiplies by
 ``k1 + 1`` and computes IDF per segment), the default hybrid fusion (embedded: bounded, Milvus: RRF) and the ids
 Milvus cannot store (``"`` and ``\\``: tests/index/test_milvus.py).
+
+Durability (:class:`TestDurability`) is asserted on both through the same crash: a child process writes, is killed
+(``CITERAG_CRASH_AT``, :mod:`citerag.index.faults`, or SIGKILL right after an acknowledgement), and the backend is
+opened again as a start opens it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from citerag.index.backend import SearchBackend
@@ -21,14 +31,16 @@ from citerag.index.build import build_index
 from citerag.index.chunking import Chunker, model_text
 from citerag.index.embedded import EmbeddedBackend
 from citerag.index.errors import DocumentNotFound, IngestError
+from citerag.index.faults import ENV
 from citerag.index.filters import compile_filters
 from citerag.index.ingest import load_documents, make_document
-from citerag.index.milvus import MilvusBackend
+from citerag.index.milvus import HELD_FILE, MilvusBackend
+from citerag.index.recovery import recover, replay
 from citerag.index.retrieve import Retriever
 from citerag.index.store import IndexConfig, IndexStore
 from citerag.index.types import Document
 from citerag.index.writes import WriteReport
-from tests.conftest import EDEN, SEEDS, CountingEmbedder, HashEmbedder
+from tests.conftest import EDEN, ROOT, SEEDS, CountingEmbedder, HashEmbedder
 
 BACKENDS = ["embedded", "milvus"]
 QUERY = "metagenomic foundation models"  # the EDEN abstract is the best BM25 and hybrid match among the seeds
@@ -46,14 +58,27 @@ def open_backend(kind: str, root: Path, chunker: Chunker, embedder: HashEmbedder
         config = IndexConfig(embedder.name, embedder.dim, 256, 128, 64)
         store = IndexStore(root / "idx")
         build_index([], store, embedder, chunker, config, show_progress=False)  # an empty live version
-        backend: SearchBackend = EmbeddedBackend(
-            store, store.load(), lambda index: Retriever(index, embedder), embedder, chunker, config
-        )
-    else:
-        backend = MilvusBackend(str(root / "milvus.db"), embedder, chunker)
+    backend = reopen_backend(kind, root, chunker, embedder)
     if documents:
         backend.write(documents)
     return backend
+
+
+def reopen_backend(kind: str, root: Path, chunker: Chunker, embedder: HashEmbedder) -> SearchBackend:
+    """The backend of ``kind`` already in ``root``, opened as a start opens it: the embedded index recovered
+    (:func:`citerag.index.recovery.recover`, the log replayed), Milvus replaying its own log
+    (:meth:`citerag.index.milvus.MilvusBackend.recover`)."""
+    if kind == "milvus":
+        return MilvusBackend(str(root / "milvus.db"), embedder, chunker)
+    config = IndexConfig(embedder.name, embedder.dim, 256, 128, 64)
+    store = IndexStore(root / "idx")
+    with store.writing():
+        replay(store, recover(store), embedder, chunker, rebuild=_no_rebuild)
+    return EmbeddedBackend(store, store.load(), lambda index: Retriever(index, embedder), embedder, chunker, config)
+
+
+def _no_rebuild(sources: list[str], seq: int) -> None:
+    raise AssertionError(f"these tests log no full build, yet entry {seq} rebuilds from {sources}")
 
 
 def close(backend: SearchBackend) -> None:
@@ -321,3 +346,126 @@ class TestReads:
         assert seeded.documents(38, 5) == [] and seeded.documents(0, 0) == []
         with pytest.raises(ValueError, match=r"need offset >= 0 and limit >= 0, got -1, 5"):
             seeded.documents(-1, 5)
+
+
+# -- durability ---------------------------------------------------------------------------------------------------
+
+NEW_B = make_document("Quasars are bright galactic nuclei.", "", "b", B.meta)
+FAILS = make_document("Kaboom: this document fails while it is embedded.", "", "e")
+CRASH_POINTS = ["before-log-append", "after-log-append", "after-ack"]
+
+
+class FailingEmbedder(HashEmbedder):
+    """:class:`HashEmbedder` that raises on a text holding "Kaboom" (a write that fails after its log append)."""
+
+    def encode(self, texts: list[str], *, show_progress: bool = False) -> np.ndarray:
+        if any("Kaboom" in text for text in texts):
+            raise RuntimeError("the encoder failed")
+        return super().encode(texts)
+
+
+def crashing_writer() -> None:
+    """A child process (``python -c``, arguments ``KIND ROOT POINT``): two acknowledged writes (``a``, ``b``, ``c``;
+    then ``b`` replaced and ``c`` deleted), a write that fails after its log append (``e``: aborted), then a write of
+    ``d`` that dies at ``POINT``: ``CITERAG_CRASH_AT=POINT`` for it, or ``after-ack``: SIGKILL as soon as it is
+    acknowledged. The backend is never closed (nothing is flushed at exit). Prints one line per outcome."""
+    from transformers import AutoTokenizer
+
+    from citerag.service.model_files import embedding_model_dir
+
+    kind, root, point = sys.argv[1:4]
+    chunker = Chunker(AutoTokenizer.from_pretrained(str(embedding_model_dir())), 256, 128, 64)
+    backend = open_backend(kind, Path(root), chunker, FailingEmbedder())
+    backend.write([A, B, C])
+    print("acknowledged abc", flush=True)
+    backend.write([NEW_B], deletes=["c"])
+    print("acknowledged b-c", flush=True)
+    try:
+        backend.write([FAILS])
+    except RuntimeError:
+        print("failed e", flush=True)
+    if point != "after-ack":
+        os.environ[ENV] = point
+    backend.write([D])
+    print("acknowledged d", flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def lose_what_milvus_lite_did_not_flush(db: Path) -> None:
+    """A power cut's effect on Milvus Lite: it fsyncs its own write-ahead log (``<db>/collections/*/wal/``) only when
+    it flushes, so what it wrote since its last flush is gone; its flushed segments and manifest stay."""
+    lost = list(db.glob("collections/*/wal/*"))
+    assert lost, "the child wrote nothing Milvus Lite had not flushed: the case would test nothing"
+    for path in lost:
+        path.unlink()
+
+
+class TestDurability:
+    @pytest.mark.parametrize("point", CRASH_POINTS)
+    def test_every_acknowledged_write_survives_a_crash_before_the_flush(self, kind, tmp_path, chunker, point) -> None:
+        """The child dies after its acknowledgements and before any flush (and, on Milvus Lite, everything it had
+        not flushed is then lost, as in a power cut): the reopened backend holds exactly the acknowledged writes,
+        the logged write of ``d`` when the crash came after its log append (replayed, as documented: its client saw
+        no answer, and a retry by id changes nothing), and never the failed write of ``e``."""
+        env = {key: value for key, value in os.environ.items() if key != ENV} | {"HF_HUB_OFFLINE": "1"}
+        child = subprocess.run(
+            [sys.executable, "-c", "from tests.index.test_backend_contract import crashing_writer; crashing_writer()",
+             kind, str(tmp_path), point], check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        )
+        assert child.returncode == -signal.SIGKILL, child.stderr[-3000:]
+        outcomes = ["acknowledged abc", "acknowledged b-c", "failed e"]
+        assert child.stdout.splitlines() == outcomes + (["acknowledged d"] if point == "after-ack" else [])
+        if kind == "milvus":
+            lose_what_milvus_lite_did_not_flush(tmp_path / "milvus.db")
+            assert _lite_documents(tmp_path / "milvus.db") == 0  # Milvus itself kept none of the writes
+
+        logged_d = point != "before-log-append"
+        expected = [A, NEW_B, D] if logged_d else [A, NEW_B]
+        backend = reopen_backend(kind, tmp_path, chunker, HashEmbedder())
+        try:
+            if isinstance(backend, MilvusBackend):
+                assert backend.replayed == 2 + logged_d  # the aborted write of e is not replayed
+            assert backend.documents() == expected
+            assert [backend.get(doc_id) for doc_id in "ce"] == [None, None]
+            for doc in expected:
+                assert backend.passages_of(doc.doc_id) == chunker.chunk(doc)
+            stats = backend.stats()
+            n_passages = sum(len(chunker.chunk(doc)) for doc in expected)
+            assert (stats["documents"], stats["passages"]) == (len(expected), n_passages)
+            assert _top(backend, "zebrafish heart") == "a"
+            assert _top(backend, "bright galactic nuclei") == "b"
+            assert _top(backend, "protein folding attention") == ("d" if logged_d else None)
+            for gone in ("radio jets telescopes", "nitrogen crops", "kaboom"):  # b's old text, c, e
+                assert backend.search(gone, mode="bm25") == [], gone
+        finally:
+            close(backend)
+
+        again = reopen_backend(kind, tmp_path, chunker, HashEmbedder())  # nothing left to replay: the same corpus
+        try:
+            assert again.documents() == expected
+            if isinstance(again, MilvusBackend):
+                assert again.replayed == 0
+                held = json.loads((again.wal_dir / HELD_FILE).read_text())["held"]
+                assert again.log.read().entries == [] and again.log.read().base == held
+        finally:
+            close(again)
+
+
+def _top(backend: SearchBackend, query: str) -> str | None:
+    """The document of the best BM25 passage for ``query`` (``None`` when nothing matches)."""
+    results = backend.search(query, k=1, mode="bm25")
+    return results[0].document.doc_id if results else None
+
+
+def _lite_documents(db: Path) -> int:
+    """How many rows the documents collection of the Milvus Lite file ``db`` holds, read by a bare client."""
+    from milvus_lite import server_manager_instance
+    from pymilvus import MilvusClient
+
+    client = MilvusClient(uri=str(db))
+    try:
+        client.load_collection("citerag_documents")
+        return int(client.query("citerag_documents", filter="", output_fields=["count(*)"])[0]["count(*)"])
+    finally:
+        client.close()
+        server_manager_instance.release_server(str(db))

@@ -254,13 +254,126 @@ class TestPersistence:
         with pytest.raises(IndexMismatch, match=r"citerag_passages.*\"analyzer\": \"citerag\".*drop it"):
             MilvusBackend(uri, HashEmbedder(), chunker, analyzer="milvus")
 
-    def test_an_unreachable_server_is_named(self, chunker) -> None:
+    def test_an_unreachable_server_is_named(self, tmp_path, chunker) -> None:
         with pytest.raises(BackendUnavailable, match=r"Milvus at http://127.0.0.1:1 failed: Fail connecting"):
-            MilvusBackend("http://127.0.0.1:1", HashEmbedder(), chunker)  # nothing listens on port 1
+            MilvusBackend("http://127.0.0.1:1", HashEmbedder(), chunker, wal_dir=tmp_path / "wal")  # nothing listens
+
+    def test_a_server_needs_a_directory_for_its_write_log(self, chunker) -> None:
+        with pytest.raises(ValueError, match=r"Milvus server http://127.0.0.1:1: give wal_dir"):
+            MilvusBackend("http://127.0.0.1:1", HashEmbedder(), chunker)
 
     def test_a_file_uri_must_end_in_db(self, tmp_path, chunker) -> None:
         with pytest.raises(ValueError, match=r"give a file path ending in \.db"):
             MilvusBackend(str(tmp_path / "milvus"), HashEmbedder(), chunker)
+
+
+WRITES: list[tuple[list[Document], list[str]]] = [  # every kind of change, each write logged and applied
+    ([Document("a", "", "Zebrafish regenerate heart muscle.", "a"), Document("b", "", "Quasars emit radio jets.", "b"),
+      Document("c", "", "Soil microbes fix nitrogen.", "c", {"year": 2018}),
+      Document("d", "", "Protein folding by attention.", "d")], []),
+    ([Document("b", "", "Quasars are bright galactic nuclei.", "b"),  # replaced
+      Document("c", "", "Soil microbes fix nitrogen.", "c", {"year": 2019})], []),  # metadata only
+    ([], ["d"]),
+    ([Document("a", "", "Zebrafish fins regrow in days.", "a")], ["a"]),  # deleted and added again in one write
+    ([Document("e", "", "Coral reefs bleach in warm water.", "e", {"venue": "ICML"})], []),
+]
+
+
+def _collections(milvus: MilvusBackend) -> tuple:
+    """What the collections hold, as the API reads it: documents in order, their passages, counts, and the passages
+    that match a few queries (filtered too), in BM25 and in dense order (dense: those sharing a word with the query,
+    the others tie at 0)."""
+    documents = milvus.documents()
+    stats = milvus.stats()
+    searches = [
+        [r.passage.chunk_id for r in milvus.search(query, k=3, mode=mode, filters=filters)
+         if mode == "bm25" or r.score > 1e-6]
+        for query in ("zebrafish fins", "galactic nuclei", "nitrogen", "coral reefs", "radio jets", "protein")
+        for mode in ("bm25", "dense")
+        for filters in (None, {"year": 2019})
+    ]
+    assert any(searches) and not all(searches)  # the queries match some passages, and some nothing
+    return (documents, [milvus.passages_of(doc.doc_id) for doc in documents], stats["documents"], stats["passages"],
+            searches)
+
+
+class TestWriteLog:
+    def test_replaying_the_log_gives_the_written_collections_and_replaying_it_again_changes_nothing(
+        self, tmp_path, chunker
+    ) -> None:
+        """The log of five writes replayed into empty collections gives what the writes gave; replayed again (at
+        the next open, as after a crash between a replay and its checkpoint, and in-process) it changes nothing."""
+        live = MilvusBackend(str(tmp_path / "live.db"), HashEmbedder(), chunker)
+        for upserts, deletes in WRITES:
+            live.write(upserts, deletes)
+        logged = live.log.read()
+        assert [e.seq for e in logged.entries] == [1, 2, 3, 4, 5] and logged.base == 0  # no checkpoint yet
+        written = _collections(live)
+        assert [doc.doc_id for doc in written[0]] == ["c", "b", "a", "e"]
+        log_file = live.log.path.read_bytes()
+        live.close()
+
+        uri = str(tmp_path / "replayed.db")
+        MilvusBackend(uri, HashEmbedder(), chunker).close()  # empty collections and their held.json (held 0)
+        wal_dir = Path(f"{uri}.wal")
+        held_file = (wal_dir / "held.json").read_bytes()
+        (wal_dir / "wal.jsonl").write_bytes(log_file)
+        first = MilvusBackend(uri, HashEmbedder(), chunker)
+        assert first.replayed == 5
+        replayed = _collections(first)
+        assert replayed == written  # the same documents in the same order, passages, counts and search results
+        assert first.recover() == 0 and _collections(first) == replayed  # checkpointed: nothing left to replay
+        first.close()
+
+        for _ in range(2):  # the log and held.json as they were before the replay's checkpoint: replayed again
+            (wal_dir / "wal.jsonl").write_bytes(log_file)
+            (wal_dir / "held.json").write_bytes(held_file)
+            again = MilvusBackend(uri, HashEmbedder(), chunker)
+            assert again.replayed == 5 and _collections(again) == replayed
+            assert again.log.read().entries == [] and again.log.read().base == 5
+            again.close()
+
+    def test_a_checkpoint_flushes_and_cuts_the_log(self, tmp_path, chunker, monkeypatch) -> None:
+        import citerag.index.milvus as milvus_module
+
+        monkeypatch.setattr(milvus_module, "CHECKPOINT_ENTRIES", 3)
+        milvus = MilvusBackend(str(tmp_path / "c.db"), HashEmbedder(), chunker)
+        for upserts, deletes in WRITES[:2]:
+            milvus.write(upserts, deletes)
+        assert milvus.write(WRITES[1][0][:1]).unchanged == ["b"]
+        assert [e.seq for e in milvus.log.read().entries] == [1, 2]  # a write that changes nothing is not logged
+        milvus.write(*WRITES[2])  # the third logged write: a checkpoint
+        state = milvus.log.read()
+        assert (state.base, state.entries) == (3, [])
+        milvus.write(*WRITES[3])
+        assert [e.seq for e in milvus.log.read().entries] == [4]  # sequence numbers go on after a cut
+        milvus.checkpoint()
+        assert milvus.log.read().base == 4 and milvus.recover() == 0
+        milvus.close()
+
+    def test_a_log_kept_for_other_collections_is_set_aside(self, tmp_path, chunker, caplog) -> None:
+        uri = str(tmp_path / "o.db")
+        milvus = MilvusBackend(uri, HashEmbedder(), chunker)
+        milvus.write(*WRITES[0])
+        log_file = milvus.log.path.read_bytes()
+        milvus.close()
+        from milvus_lite import server_manager_instance
+        from pymilvus import MilvusClient
+
+        client = MilvusClient(uri=uri)
+        for name in ("citerag_passages", "citerag_documents"):  # dropped, as a layout change asks
+            client.drop_collection(name)
+        client.close()
+        server_manager_instance.release_server(uri)
+        wal_dir = Path(f"{uri}.wal")
+        (wal_dir / "wal.jsonl").write_bytes(log_file)  # as if the writes were never checkpointed
+        with caplog.at_level(logging.WARNING, logger="citerag.index.milvus"):
+            fresh = MilvusBackend(uri, HashEmbedder(), chunker)
+        assert fresh.replayed == 0 and fresh.count() == 0  # the old collections' writes are not replayed
+        assert "kept for other Milvus collections" in caplog.text
+        (aside,) = (wal_dir / "set-aside").iterdir()
+        assert (aside / "wal.jsonl").read_bytes() == log_file and not fresh.log.path.exists()
+        fresh.close()
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ Real chunker, BM25, FAISS and files; the stand-in embedder (the model is not the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -128,6 +129,18 @@ def test_fold_merges_writes_drops_aborts_and_splits_at_resets() -> None:
     assert [(st.seq, st.sources, st.upserts, st.deletes) for st in steps] == [
         (1, None, (a,), ()), (4, ("s.jsonl",), (), ()), (6, None, (), ("d2",)),
     ]
+
+
+def test_fold_orders_the_upserts_as_the_writes_left_the_documents() -> None:
+    """An added or replaced document after the others, one whose metadata alone changed in its place: a replay into a
+    store that lacks them all gives the order the writes gave (tests/index/test_milvus.py replays such a log)."""
+    a, b, c = doc(1), doc(2), doc(3)
+    steps = fold([
+        LogEntry(1, "write", (a, b, c)),
+        LogEntry(2, "write", (dataclasses.replace(a, text="new text"), dataclasses.replace(b, meta={"year": 2020}))),
+        LogEntry(3, "write", (c,), doc_ids=("d3",)),  # deleted and added again in one write
+    ])
+    assert [d.doc_id for d in steps[0].upserts] == ["d2", "d1", "d3"] and steps[0].deletes == ()
 
 
 # --- writes and recovery -------------------------------------------------------------------------------------
