@@ -177,9 +177,6 @@ class Settings(BaseSettings):
         0.6, ge=0.0, le=1.0, description="Speculative decoding, draft: the draft model stops below this probability."
     )
     max_queue: int = Field(8, ge=1, description="Questions admitted at once; more get 503 + Retry-After.")
-    min_dense_score: float = Field(
-        _ANSWER.min_dense_score, ge=0.0, le=1.0, description="Abstain when the best passage's cosine similarity to the question is below this."
-    )
 
     # Conversations.
     history_max_turns: int = Field(

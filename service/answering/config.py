@@ -22,14 +22,11 @@ class Rules:
     each and records when one acts).
 
     Attributes:
-        retrieval_gap: abstain before the model when no retrieved passage is close to the question (cosine
-            similarity below :attr:`AnswerConfig.min_dense_score`), unless a passage holds a name the question gives.
         named_papers: a comparison that names a paper retrieval missed gets that paper's best passage (searched by
             its name); one whose names find both its papers is answered without the judge's abstention (the names,
             not the judge, say which papers are asked about; verify still checks what is written).
         unseen_words: a question with a content word no indexed passage holds needs the judge's confidence of
             :attr:`AnswerConfig.min_confidence_unseen` (over a corpus with a large vocabulary).
-        second_paper: when the judge finds that the first paper does not answer, read the next retrieved paper.
         numbers: a written sentence's numbers must be stated by the sentences it rests on.
         support: most of a written sentence's content words must be in the sentences it rests on
             (:attr:`AnswerConfig.min_support`).
@@ -45,10 +42,8 @@ class Rules:
             to the question.
     """
 
-    retrieval_gap: bool = True
     named_papers: bool = True
     unseen_words: bool = True
-    second_paper: bool = True
     numbers: bool = True
     support: bool = True
     extract: bool = True
@@ -79,7 +74,6 @@ class AnswerConfig:
 
     Attributes:
         k: passages retrieved per question.
-        min_dense_score: the retrieval gap's bar (cosine similarity of the best passage to the question).
         min_confidence: below this P(yes) that the paper answers, the service abstains; a yes/no question's "yes"
             needs it too.
         min_confidence_unseen: the P(yes) a question with an unseen content word needs (:attr:`Rules.unseen_words`).
@@ -92,8 +86,8 @@ class AnswerConfig:
             within it.
         whole_paper_chars: a document at most this long (an abstract) is read whole; longer ones (full papers) as
             their retrieved passages.
-        fact_papers: how a fact, number or definition question reads: 1, the best paper alone (the next one when it
-            does not answer: :attr:`Rules.second_paper`); 2, the best two together.
+        fact_papers: how a fact, number or definition question reads: 1, the best paper alone; 2, the best two
+            together.
         focus_sentences: a yes/no question's conclusion is asked with this many of the paper's sentences most related
             to the question quoted after it (0: none).
         judge_yes_no: a yes/no question is first judged on whether the paper addresses it (off: the best paper is
@@ -110,7 +104,6 @@ class AnswerConfig:
     """
 
     k: int = 8
-    min_dense_score: float = 0.18
     min_confidence: float = 0.65
     min_confidence_unseen: float = 0.85
     min_vocabulary_for_unseen: int = 10_000
@@ -129,7 +122,7 @@ class AnswerConfig:
     rules: Rules = field(default_factory=Rules)
 
     def __post_init__(self) -> None:
-        for name in ("min_dense_score", "min_confidence", "min_confidence_unseen", "min_support", "candidate_ratio"):
+        for name in ("min_confidence", "min_confidence_unseen", "min_support", "candidate_ratio"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {value}")
@@ -148,7 +141,7 @@ class AnswerConfig:
     def of(cls, settings: Settings, rules: Rules | None = None) -> AnswerConfig:
         """The configuration ``settings`` give (``CITERAG_*``), with ``rules`` (default: all on)."""
         return cls(
-            k=settings.ask_k, min_dense_score=settings.min_dense_score, min_confidence=settings.min_confidence,
+            k=settings.ask_k, min_confidence=settings.min_confidence,
             min_confidence_unseen=settings.min_confidence_unseen, read_tokens=settings.read_tokens,
             answer_tokens=settings.max_answer_tokens, state_cache_bytes=settings.state_cache_mb * 1024**2,
             read_ahead_documents=settings.whole_paper_documents, rules=rules or Rules(),

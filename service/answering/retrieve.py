@@ -1,6 +1,6 @@
 """The retrieve step: the top-``k`` hybrid passages for the analysed question, passages of one document merged
-where they overlap (:func:`merge_same_document`), and whether retrieval found anything close enough to answer from
-(:func:`retrieval_gap`, the rule ``retrieval_gap``).
+where they overlap (:func:`merge_same_document`). Whether they answer is the model's judgement
+(:mod:`~citerag.service.answering.recipes`).
 
 A follow-up keeps the documents the previous answer cited as candidates
 (:func:`~citerag.service.conversation.keep_candidates`), and a comparison that names a paper retrieval missed gets
@@ -15,7 +15,7 @@ from citerag.index.backend import Searcher
 from citerag.index.filters import Filters
 from citerag.index.search import SearchResult
 from citerag.service.answering.config import AnswerConfig
-from citerag.service.answering.names import mentions, named_documents
+from citerag.service.answering.names import named_documents
 from citerag.service.answering.question import Question
 from citerag.service.answering.types import Trace
 from citerag.service.conversation import keep_candidates
@@ -69,22 +69,10 @@ def _join(a: SearchResult, b: SearchResult) -> SearchResult:
     )
 
 
-def retrieval_gap(passages: list[SearchResult], min_dense_score: float) -> str:
-    """Why ``passages`` cannot answer anything, or ``""``: none were retrieved, or the best cosine similarity to
-    the question (``dense_score``) is below ``min_dense_score``."""
-    if not passages:
-        return "no passage matched the question"
-    best = max((p.dense_score for p in passages if p.dense_score is not None), default=None)
-    if best is None or best < min_dense_score:
-        return (f"no passage is close enough to the question (best similarity "
-                f"{best if best is not None else 0:.3f} < {min_dense_score:.3f})")
-    return ""
-
-
 @dataclass(frozen=True, slots=True)
 class Retrieved:
     """What the retrieve step found: the passages, merged by document and numbered ``[1]..[n]``, and why they
-    cannot answer (``gap``; ``""`` when they may)."""
+    cannot answer (``gap``: none matched; ``""`` when they may)."""
 
     passages: list[SearchResult]
     gap: str = ""
@@ -94,13 +82,8 @@ def retrieve(searcher: Searcher, question: Question, config: AnswerConfig, trace
              filters: Filters | None = None) -> Retrieved:
     """The passages for ``question`` (module docstring): ``k`` (default ``config.k``) hybrid passages,
     ``filters`` applied inside retrieval.
-
-    The gap (:func:`retrieval_gap`) is not one when a retrieved passage holds a name the question gives: a short
-    question about a name is close to nothing but its name.
     """
     results = searcher.search(question.text, k=k or config.k, mode="hybrid", filters=filters)
-    named = any(mentions(r.passage.text, name) for r in results for name in question.names)
-    gap = "" if named else retrieval_gap(results, config.min_dense_score)
     if question.keep and "doc_id" not in (filters or {}):
         results = keep_candidates(results, question.keep, lambda ids: searcher.search(
             question.text, k=1, mode="hybrid", filters={**(filters or {}), "doc_id": {"in": ids}}))
@@ -111,11 +94,7 @@ def retrieve(searcher: Searcher, question: Question, config: AnswerConfig, trace
         results = with_named
     if not results:
         return Retrieved([], "no passage matched the question")
-    if gap and not config.rules.retrieval_gap:
-        gap = ""
-    elif gap:
-        trace.acted("retrieval_gap")
-    return Retrieved(merge_same_document(results), gap)
+    return Retrieved(merge_same_document(results))
 
 
 def _with_named(searcher: Searcher, results: list[SearchResult], names: tuple[str, ...],

@@ -64,8 +64,7 @@ class AnswerPipeline:
         trace.emit("passages", retrieved.passages)
         passages = retrieved.passages
         if retrieved.gap:
-            by = "retrieval_gap" if retrieved.passages else "retrieval"
-            outcome = Outcome.abstain(by, retrieved.gap)
+            outcome = Outcome.abstain("retrieval", retrieved.gap)
         elif not self.asks_model:
             outcome = Outcome.abstain("not asked", "not asked")
         else:

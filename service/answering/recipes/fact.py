@@ -1,7 +1,6 @@
 """Fact questions ("What dataset was X evaluated on?", "How does X choose its step size?"): the best retrieved
-paper read whole, judged, and answered in one or two sentences from it; the next paper is read when the first does
-not answer (the rule ``second_paper``). With :attr:`~citerag.service.answering.config.AnswerConfig.fact_papers` 2,
-the best two are read together instead.
+paper read whole, judged, and answered in one or two sentences from it. With
+:attr:`~citerag.service.answering.config.AnswerConfig.fact_papers` 2, the best two are read together instead.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ REQUEST = (
 
 
 class Fact:
-    """The fact recipe (module docstring): one paper at a time, the best two in turn."""
+    """The fact recipe (module docstring)."""
 
     kind: QuestionKind = "fact"
     request = REQUEST
@@ -30,9 +29,6 @@ class Fact:
 
     def answer(self, question: Question, passages: list[SearchResult], tools: Tools,
                trace: Trace) -> tuple[list[SearchResult], Outcome]:
-        top = top_documents(passages, 2)
-        if tools.config.fact_papers == 2:  # the best two read together, within twice the budget
-            return judge_write_verify(question, passages, [top], self.request_for(question), tools, trace,
-                                      budget_chars=2 * tools.config.read_chars)
-        return judge_write_verify(question, passages, [[doc_id] for doc_id in top], self.request_for(question),
-                                  tools, trace)
+        papers = tools.config.fact_papers  # with 2, the best two read together, within twice the budget
+        return judge_write_verify(question, passages, top_documents(passages, papers), self.request_for(question),
+                                  tools, trace, budget_chars=papers * tools.config.read_chars)
