@@ -27,6 +27,7 @@ class Rules:
             not the judge, say which papers are asked about; verify still checks what is written).
         unseen_words: a question with a content word no indexed passage holds needs the judge's confidence of
             :attr:`AnswerConfig.min_confidence_unseen` (over a corpus with a large vocabulary).
+        second_paper: when the judge finds that the first paper does not answer, read the next retrieved paper.
         numbers: a written sentence's numbers must be stated by the sentences it rests on.
         support: most of a written sentence's content words must be in the sentences it rests on
             (:attr:`AnswerConfig.min_support`).
@@ -44,6 +45,7 @@ class Rules:
 
     named_papers: bool = True
     unseen_words: bool = True
+    second_paper: bool = True
     numbers: bool = True
     support: bool = True
     extract: bool = True
@@ -86,8 +88,8 @@ class AnswerConfig:
             within it.
         whole_paper_chars: a document at most this long (an abstract) is read whole; longer ones (full papers) as
             their retrieved passages.
-        fact_papers: how a fact, number or definition question reads: 1, the best paper alone; 2, the best two
-            together.
+        fact_papers: how a fact, number or definition question reads: 1, the best paper alone (the next one when it
+            does not answer: :attr:`Rules.second_paper`); 2, the best two together.
         focus_sentences: a yes/no question's conclusion is asked with this many of the paper's sentences most related
             to the question quoted after it (0: none).
         judge_yes_no: a yes/no question is first judged on whether the paper addresses it (off: the best paper is

@@ -266,8 +266,8 @@ class TestStreaming:
             "/ask", json={"question": "Who won the 2018 FIFA World Cup?"}, headers={"accept": "text/event-stream"}
         )
         events = _events(response)
-        assert [kind for kind, _ in events] == ["passages", "answer"]  # abstained before the model was called
-        assert events[-1][1]["abstained"] is True
+        assert [kind for kind, _ in events] == ["passages", "evidence", "answer"]  # read, judged, abstained
+        assert events[-1][1]["abstained"] is True and events[-1][1]["citations"] == []
 
 
 def test_overload_returns_503_with_retry_after(api_client) -> None:

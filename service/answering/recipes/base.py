@@ -96,30 +96,43 @@ class Judged:
     messages: list[dict[str, str]]
 
 
-def read_judged(question: Question, passages: list[SearchResult], documents: Sequence[str], request: str,
-                tools: Tools, trace: Trace, budget_chars: int | None = None) -> Judged | None:
-    """``documents`` (doc ids, read together within ``budget_chars``) read and judged under ``request``; ``None``
-    when nothing could be read."""
-    with trace.stage("read"):
-        passages_read, papers = tools.reader.read(passages, documents, budget_chars)
-    if not papers:
-        return None
-    trace.emit("evidence", sentences_of(papers))
-    confidence, messages = tools.model.judge(papers, question.text, request, trace)
-    return Judged(passages_read, papers, confidence, messages)
+def read_judged(question: Question, passages: list[SearchResult], groups: Sequence[Sequence[str]], request: str,
+                tools: Tools, trace: Trace, bar: float, budget_chars: int | None = None) -> Judged | None:
+    """The first group of documents (``groups``: each a list of doc ids read together) whose judgement under
+    ``request`` reaches ``bar``; each group after the first is read only with the rule ``second_paper`` on, and
+    only while the judgements fall short. The last group judged is returned when none reaches it (``None``:
+    nothing could be read)."""
+    best: Judged | None = None
+    for i, group in enumerate(groups):
+        if i and not tools.config.rules.second_paper:
+            break
+        with trace.stage("read"):
+            passages_read, papers = tools.reader.read(passages, group, budget_chars)
+        if not papers:
+            continue
+        trace.emit("evidence", sentences_of(papers))
+        confidence, messages = tools.model.judge(papers, question.text, request, trace)
+        judged = Judged(passages_read, papers, confidence, messages)
+        if best is None or confidence > best.confidence:
+            best = judged
+        if confidence >= bar:
+            if i:
+                trace.acted("second_paper")
+            break
+    return best
 
 
-def judge_write_verify(question: Question, passages: list[SearchResult], documents: Sequence[str],
+def judge_write_verify(question: Question, passages: list[SearchResult], groups: Sequence[Sequence[str]],
                        request: str, tools: Tools, trace: Trace, labelled: Labelled = "",
                        budget_chars: int | None = None,
                        edit: Callable[[str, Sequence[Paper]], str] | None = None,
                        bar: float | None = None) -> tuple[list[SearchResult], Outcome]:
-    """The common recipe: read and judge ``documents`` (:func:`read_judged`), abstain below ``bar`` (default
+    """The common recipe: read and judge ``groups`` (:func:`read_judged`), abstain below ``bar`` (default
     :func:`confidence_bar`), else let the model write after its "yes" and check what it wrote
     (:func:`~citerag.service.answering.verify.verify`), after ``edit`` (the recipe's own rewriting of the written
     text over the papers read), if any."""
     bar = confidence_bar(question, tools) if bar is None else bar
-    judged = read_judged(question, passages, documents, request, tools, trace, budget_chars)
+    judged = read_judged(question, passages, groups, request, tools, trace, bar, budget_chars)
     if judged is None:
         return passages, Outcome.abstain("judge", "no retrieved paper could be read")
     evidence = sentences_of(judged.papers)

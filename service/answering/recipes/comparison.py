@@ -112,7 +112,7 @@ class Comparison:
         named = config.rules.named_papers and len(named_documents(question.names, passages)) >= PAPERS
         if named:  # the question's names establish that these are the papers asked about: no judge's abstention
             trace.acted("named_papers")
-        passages, outcome = judge_write_verify(question, passages, docs, REQUEST, tools, trace,
+        passages, outcome = judge_write_verify(question, passages, [docs], REQUEST, tools, trace,
                                                "title" if config.rules.paper_label else "",
                                                budget_chars=PAPERS * config.read_chars,
                                                edit=named_references if config.rules.paper_label else None,

@@ -1,6 +1,7 @@
 """Fact questions ("What dataset was X evaluated on?", "How does X choose its step size?"): the best retrieved
-paper read whole, judged, and answered in one or two sentences from it. With
-:attr:`~citerag.service.answering.config.AnswerConfig.fact_papers` 2, the best two are read together instead.
+paper read whole, judged, and answered in one or two sentences from it; the next paper is read when the first does
+not answer (the rule ``second_paper``). With :attr:`~citerag.service.answering.config.AnswerConfig.fact_papers` 2,
+the best two are read together instead.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ REQUEST = (
 
 
 class Fact:
-    """The fact recipe (module docstring)."""
+    """The fact recipe (module docstring): one paper at a time, the best two in turn."""
 
     kind: QuestionKind = "fact"
     request = REQUEST
@@ -29,6 +30,9 @@ class Fact:
 
     def answer(self, question: Question, passages: list[SearchResult], tools: Tools,
                trace: Trace) -> tuple[list[SearchResult], Outcome]:
-        papers = tools.config.fact_papers  # with 2, the best two read together, within twice the budget
-        return judge_write_verify(question, passages, top_documents(passages, papers), self.request_for(question),
-                                  tools, trace, budget_chars=papers * tools.config.read_chars)
+        top = top_documents(passages, 2)
+        if tools.config.fact_papers == 2:  # the best two read together, within twice the budget
+            return judge_write_verify(question, passages, [top], self.request_for(question), tools, trace,
+                                      budget_chars=2 * tools.config.read_chars)
+        return judge_write_verify(question, passages, [[doc_id] for doc_id in top], self.request_for(question),
+                                  tools, trace)

@@ -1,6 +1,6 @@
 """Which-papers questions. Asked in the singular ("Which paper prunes filters by their gradients?") the answer is
-one paper: the best retrieved paper read whole and judged to do what the question describes, named and said in one
-sentence. Asked in the plural ("Which papers ...?"),
+one paper: the best retrieved paper read whole and judged to do what the question describes (the next one when it
+does not: the rule ``second_paper``), named and said in one sentence. Asked in the plural ("Which papers ...?"),
 each candidate paper (the best retrieved ones, up to :attr:`~citerag.service.answering.config.AnswerConfig.
 candidate_papers`, each whose best passage scores :attr:`~citerag.service.answering.config.AnswerConfig.
 candidate_ratio` of the best one's) is read whole and judged on the question asked of one paper ("Does the paper
@@ -53,8 +53,8 @@ class WhichPapers:
                trace: Trace) -> tuple[list[SearchResult], Outcome]:
         labelled: Labelled = "title" if tools.config.rules.paper_label else ""
         if question.one_paper or question.polar is None:
-            return judge_write_verify(question, passages, top_documents(passages, 1), ONE_PAPER_REQUEST, tools,
-                                      trace, labelled)
+            groups = [[doc_id] for doc_id in top_documents(passages, 2)]
+            return judge_write_verify(question, passages, groups, ONE_PAPER_REQUEST, tools, trace, labelled)
         return self._each(question, passages, tools, trace, labelled)
 
     def _each(self, question: Question, passages: list[SearchResult], tools: Tools, trace: Trace,

@@ -1,6 +1,6 @@
 """Yes/no questions ("Does X need labels?"): the best retrieved paper read whole (judged first to address the
-question only with :attr:`~citerag.service.answering.config.AnswerConfig.judge_yes_no` or a word no indexed passage
-holds); the model is shown the paper's sentences most related to the
+question, the next one read when it does not, only with :attr:`~citerag.service.answering.config.AnswerConfig.
+judge_yes_no` or a word no indexed passage holds); the model is shown the paper's sentences most related to the
 question again (:func:`~citerag.service.answering.papers.related`) and states what the paper's results conclude about
 the question in one sentence of its own, then decides yes, no or maybe after it, one token whose probabilities are
 read (:meth:`~citerag.service.answering.model.Model.decide`). The answer is the decision and that conclusion,
@@ -64,7 +64,8 @@ class YesNo:
         bar = confidence_bar(question, tools)
         judging = config.judge_yes_no or bar > config.min_confidence  # a word no passage holds: always judged
         if judging:
-            judged = read_judged(question, passages, top_documents(passages, 1), JUDGE_REQUEST, tools, trace)
+            groups = [[doc_id] for doc_id in top_documents(passages, 2)]
+            judged = read_judged(question, passages, groups, JUDGE_REQUEST, tools, trace, bar)
         else:  # the best paper is read: retrieval chose it, and the decision says whether it supports the question
             with trace.stage("read"):
                 read_passages, papers = tools.reader.read(passages, top_documents(passages, 1))

@@ -45,13 +45,16 @@ class TestFact:
         assert f"Abstract: {SEEDS}" in prompt_of(judge["messages"]) and "EmberLoop" not in prompt_of(judge["messages"])
         assert generator.calls[1]["messages"][-1] == {"role": "assistant", "content": "yes\n"}  # the writer follows
 
-    def test_a_paper_that_does_not_answer_is_not_answered_from(self) -> None:
+    def test_a_paper_that_does_not_answer_sends_the_model_to_the_next_one(self) -> None:
         generator = FixedGenerator("EmberLoop cuts firewood use by 40%.",
                                    judge=lambda m: 0.9 if about(m, "kilns") else 0.2)
         answer = pipeline([result("seeds", SEEDS), result("kilns", KILNS, rank=2)], generator).ask(
             "How much firewood does the flue heat exchanger save?")
-        assert answer.abstained and answer.abstained_by == "judge" and answer.answer == NOT_FOUND
-        assert len(generator.calls) == 1  # the best paper alone is judged
+        assert answer.answer == "EmberLoop cuts firewood use by 40% [2]." and answer.rules == ("second_paper",)
+        off = pipeline([result("seeds", SEEDS), result("kilns", KILNS, rank=2)], generator,
+                       AnswerConfig(rules=Rules(second_paper=False))).ask(
+            "How much firewood does the flue heat exchanger save?")
+        assert off.abstained and off.abstained_by == "judge" and off.answer == NOT_FOUND
 
     def test_below_the_bar_the_service_abstains_and_says_why(self) -> None:
         answer = pipeline([result("seeds", SEEDS)], FixedGenerator("x", judge=0.3)).ask("Which glaze does it use?")
