@@ -7,6 +7,7 @@ the settings."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from citerag.index.diskspace import size_text
 from citerag.index.embed_cache import cache_usage
@@ -41,26 +42,28 @@ def index_usage(settings: Settings) -> str:
     return line + f", other files {size_text(other)} (source records, versions a restore replaced)"
 
 
+def _cache_line(used: int, count: int, noun: str, where: Path, bound: str, bound_mb: int, unused: str) -> str:
+    """One cache's line: ``used`` bytes in ``count`` ``noun``s at ``where``, its bound (the setting ``bound``,
+    ``bound_mb`` MB), and ``unused`` (why the cache is not used) where that is not empty."""
+    line = (f"{size_text(used)} in {_plural(count, noun)} at {where} "
+            f"(bound: {bound}={bound_mb}, {size_text(bound_mb * MB)})")
+    return line + (f"; not used ({unused})" if unused else "")
+
+
 def embedding_cache_usage(settings: Settings) -> str:
     """One line: the embedding cache's shards and bytes, with its bound (``embedding_cache_mb``)."""
     root = settings.cache_dir / "embeddings"
     shards, used = cache_usage(root)
-    line = (f"{size_text(used)} in {_plural(shards, 'shard')} at {root} "
-            f"(bound: embedding_cache_mb={settings.embedding_cache_mb}, {size_text(settings.embedding_cache_mb * MB)})")
-    if not settings.embedding_cache:
-        line += "; not used (embedding_cache=false)"
-    return line
+    return _cache_line(used, shards, "shard", root, "embedding_cache_mb", settings.embedding_cache_mb,
+                       "" if settings.embedding_cache else "embedding_cache=false")
 
 
 def state_cache_usage(settings: Settings) -> str:
     """One line: the paper-state cache's states and bytes, with its bound (``state_cache_mb``)."""
     directory = settings.cache_dir / "paper-states"
     states = len(list(directory.glob(f"{STATE_PREFIX}*.bin"))) if directory.is_dir() else 0
-    line = (f"{size_text(tree_bytes(directory))} in {_plural(states, 'state')} at {directory} "
-            f"(bound: state_cache_mb={settings.state_cache_mb}, {size_text(settings.state_cache_mb * MB)})")
-    if not settings.state_cache_mb:
-        line += "; not used (state_cache_mb=0)"
-    return line
+    return _cache_line(tree_bytes(directory), states, "state", directory, "state_cache_mb", settings.state_cache_mb,
+                       "" if settings.state_cache_mb else "state_cache_mb=0")
 
 
 def model_files_usage(settings: Settings) -> str:
