@@ -34,7 +34,6 @@ replayed by the next start, as after any crash.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -54,7 +53,7 @@ from citerag.index.errors import CiteragError, IndexMismatch, IndexNotFound
 from citerag.index.diskspace import DiskFull, disk_space, is_disk_full
 from citerag.index.files import READ_BLOCK, atomic_write_text, fsync_path, process_exists, sha256_file
 from citerag.index.sources import SourceStates
-from citerag.index.store import IndexStore
+from citerag.index.store import IndexStore, read_sealed_manifest
 from citerag.index.wal import LogState, WriteLog, WriteLogDamaged
 
 log = logging.getLogger(__name__)
@@ -491,11 +490,7 @@ def _sealed_manifest(directory: Path, what: str, error: type[CiteragError], advi
     """A version's ``manifest.json``, checked against ``manifest.sha256``; raises ``error`` naming ``what``, with
     ``advice``."""
     try:
-        raw = (directory / "manifest.json").read_bytes()
-        seal = directory / "manifest.sha256"
-        if seal.is_file() and seal.read_text().strip() != hashlib.sha256(raw).hexdigest():
-            raise ValueError("its checksum differs from manifest.sha256")
-        manifest = json.loads(raw)
+        manifest = read_sealed_manifest(directory)
         if not isinstance(manifest, dict) or not isinstance(manifest.get("checksums"), dict):
             raise TypeError("not a version manifest")
         return manifest

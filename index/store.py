@@ -499,14 +499,25 @@ def _tables(path: Path) -> tuple[DocumentTable, PassageTable]:
     return documents, passages
 
 
+def read_sealed_manifest(path: Path) -> Any:
+    """The version directory ``path``'s ``manifest.json`` parsed, checked against its seal ``manifest.sha256``
+    (versions written before the seal existed have none).
+
+    Raises:
+        OSError: the manifest cannot be read.
+        ValueError: it differs from its seal, or is not JSON.
+    """
+    raw = (path / "manifest.json").read_bytes()
+    seal = path / "manifest.sha256"
+    if seal.is_file() and seal.read_text().strip() != hashlib.sha256(raw).hexdigest():
+        raise ValueError("its checksum differs from manifest.sha256")
+    return json.loads(raw)
+
+
 def _read_manifest(path: Path) -> dict[str, Any]:
-    """The manifest, checked against ``manifest.sha256`` (versions written before it existed have none)."""
+    """The manifest (:func:`read_sealed_manifest`) of this format."""
     try:
-        raw = (path / "manifest.json").read_bytes()
-        seal = path / "manifest.sha256"
-        if seal.is_file() and seal.read_text().strip() != hashlib.sha256(raw).hexdigest():
-            raise ValueError("its checksum differs from manifest.sha256")
-        manifest = json.loads(raw)
+        manifest = read_sealed_manifest(path)
         if not isinstance(manifest, dict) or manifest.get("format_version") != FORMAT_VERSION:
             raise ValueError(f"not a format {FORMAT_VERSION} manifest")
         return manifest
