@@ -35,6 +35,7 @@ from citerag.index.recovery import IndexUnrecoverable, health, recover
 from citerag.index.store import IndexStore, LoadedIndex
 from citerag.service.cli import app
 from tests.conftest import ROOT, StandInIndex
+from tests.index.conftest import write_lock_held_elsewhere
 from tests.index.test_recovery import doc, full_build, restart, source_file, write
 
 runner = CliRunner()
@@ -236,23 +237,10 @@ def test_restore_refuses_while_another_writer_holds_the_lock(stand_in: StandInIn
     backup(s.store, tmp_path / "bk")
     write(s, upserts=[doc(8)])
     before = tree(s.store.root)
-    holding, done = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with IndexStore(s.store.root).writing():
-            holding.set()
-            done.wait(60)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    holding.wait(60)
-    try:
+    with write_lock_held_elsewhere(s.store.root):
         with pytest.raises(IndexBusy, match="another writer holds .*write.lock"):
             restore(s.store, tmp_path / "bk")
         result = runner.invoke(app, ["restore", str(tmp_path / "bk"), "--index-dir", str(s.store.root)])
-    finally:
-        done.set()
-        holder.join()
 
     assert result.exit_code == 2
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: another writer holds ")

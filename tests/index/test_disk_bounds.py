@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
 import time
 from pathlib import Path
 from typing import NoReturn
@@ -31,6 +30,7 @@ from citerag.index.recovery import recover, replay
 from citerag.index.store import DAMAGED, KEEP_VERSIONS, IndexStore, LoadedIndex, wal_seq
 from citerag.index.types import Document
 from tests.conftest import CountingEmbedder, HashEmbedder, StandInIndex
+from tests.index.conftest import write_lock_held_elsewhere
 
 
 def doc(i: int, text: str | None = None) -> Document:
@@ -143,23 +143,10 @@ def test_a_killed_writes_temporary_version_is_removed_at_the_next_start_unless_a
     (stale / "bm25").mkdir(parents=True)
     (stale / "documents.arrow").write_bytes(b"x" * 5000)  # fresh: the hourly rule of a write would keep it
 
-    held, release = threading.Event(), threading.Event()
-
-    def writer() -> None:
-        with IndexStore(s.store.root).writing():
-            held.set()
-            release.wait(30)
-
-    thread = threading.Thread(target=writer)
-    thread.start()
-    try:
-        assert held.wait(30)
+    with write_lock_held_elsewhere(s.store.root):
         assert IndexStore(s.store.root).remove_temporaries() == []  # what a start does first, beside a writer...
         assert stale.is_dir()  # ...leaves the directory, which may be the writer's
         assert s.store.disk_usage().temporary_versions == 1 and s.store.disk_usage().temporary == 5000
-    finally:
-        release.set()
-        thread.join(30)
 
     index = recover_index(_setup(s.store.root))  # the next start, no writer running
     assert not stale.exists() and index is not None and index.path == live
