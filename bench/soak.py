@@ -14,7 +14,10 @@ it by its PID afterwards.
 With ``--url`` it drives a running service (``--api-key``, or ``CITERAG_API_KEY``, for the writes; ``--pid`` for
 the memory and open-file samples, which need the server on this machine) and deletes its own documents at the end.
 
-The clients (``--clients``, 64) are closed loops, each of one kind: ``--ask-clients`` (4, under the service's
+The clients (``--clients``, 64) are closed loops with think time, as users are: each waits for its response, then
+pauses a random time (exponential, mean ``--think-ms``, 2 s) before its next request, so the soak holds the service
+at a steady working load rather than at saturation (``--think-ms 0`` floods it). Each client is of one kind:
+``--ask-clients`` (4, under the service's
 ``CITERAG_MAX_QUEUE`` of 8, so no question is refused with 503) ask questions built from the indexed titles, an
 eighth of the clients write (``POST /documents`` with the key: a new document, or a quarter of the time a new text
 for one of their acknowledged documents), a sixteenth delete an acknowledged document, the rest search (hybrid,
@@ -71,6 +74,7 @@ TIMEOUT_S = {"search": 120.0, "ask": 900.0, "write": 600.0, "delete": 600.0, "ch
 KEEPALIVE_EXPIRY_S = 1.0
 FAILURES_KEPT = 20  # failed requests (5xx, no response) described in the report, the first ones
 GROWTH_FROM_S = 600.0  # the RSS growth is measured from minute 10 (runs of 20 minutes or more)
+THINK_MS = 2000.0  # a client's mean pause between a response and its next request (exponential; --think-ms)
 WORDS = (
     "retrieval", "attention", "gradient", "sparse", "dense", "token", "corpus", "benchmark", "latency", "model",
     "transformer", "embedding", "index", "query", "passage", "citation", "answer", "evidence", "encoder", "decoder",
@@ -303,16 +307,17 @@ class Soak:
     Args:
         url, api_key: the service and its write key (``None``: none sent).
         queries: search queries; questions: /ask questions.
-        write_pause_s: a writer's or deleter's pause between its requests (seconds), so an hour of writes keeps the
-            number of index versions written bounded by the pause as well as by the service.
+        think_s: each client's mean pause between a response and its next request (seconds; exponentially
+            distributed, as a user's think time in a closed-loop load model: Menasce & Almeida 2002, ch. 5), so
+            the load is users at work rather than a saturating flood (0: back to back).
         seed: the random choices' seed (queries, modes, texts, which document).
     """
 
     def __init__(self, url: str, api_key: str | None, queries: Sequence[str], questions: Sequence[str],
-                 write_pause_s: float, seed: int) -> None:
+                 think_s: float, seed: int) -> None:
         self.url, self.queries, self.questions = url, list(queries), list(questions)
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.write_pause_s = write_pause_s
+        self.think_s = think_s
         self.seed = seed
         self.tag = secrets.token_hex(3)  # document ids of this run: soak-<tag>-<client>-<n>
         self.samples: list[Sample] = []
@@ -364,7 +369,6 @@ class Soak:
         document = {"id": doc_id, "title": f"Soak document {doc_id}", "text": text}
         status, body = await self._call(http, "write", "POST", "/documents", json=[document], headers=self.headers)
         ledger.wrote(doc_id, text, status, body)
-        await asyncio.sleep(self.write_pause_s)
 
     async def _delete(self, http: httpx.AsyncClient, rng: random.Random, _: int) -> None:
         """One keyed delete of a present document (a short wait instead when none is free)."""
@@ -374,7 +378,6 @@ class Soak:
             return
         status, _body = await self._call(http, "delete", "DELETE", f"/documents/{doc_id}", headers=self.headers)
         self.ledger.deleted(doc_id, status)
-        await asyncio.sleep(self.write_pause_s)
 
     async def _client(self, http: httpx.AsyncClient, kind: str, client: int) -> None:
         """Client number ``client``: requests of ``kind``, one after another, until the deadline."""
@@ -382,6 +385,9 @@ class Soak:
         step = {"search": self._search, "ask": self._ask, "write": self._write, "delete": self._delete}[kind]
         while time.perf_counter() < self.deadline:
             await step(http, rng, client)
+            if self.think_s > 0:
+                await asyncio.sleep(min(rng.expovariate(1.0 / self.think_s), max(self.deadline - time.perf_counter(),
+                                                                                 0.0)))
 
     async def run(self, roles: Sequence[str], duration_s: float, beside: Awaitable[None] | None = None) -> None:
         """Run the clients for ``duration_s`` seconds (then wait for their last requests); ``beside`` (e.g. the
@@ -530,7 +536,7 @@ def _num(value: float | None) -> float | None:
 
 
 async def run_soak(target: Target, duration_s: float, roles: Sequence[str], window_s: float,
-                   baseline_requests: int, write_pause_s: float, seed: int) -> dict[str, Any]:
+                   baseline_requests: int, think_s: float, seed: int) -> dict[str, Any]:
     """Measure the baseline, run the load, sample the server, check the writes: the report.
 
     Returns:
@@ -551,7 +557,7 @@ async def run_soak(target: Target, duration_s: float, roles: Sequence[str], wind
     windows = max(1, math.ceil(duration_s / window_s - 1e-9))
     samples: list[dict[str, Any]] = []
     loads: list[str] = []
-    soak = Soak(target.url, target.api_key, queries, questions, write_pause_s, seed)
+    soak = Soak(target.url, target.api_key, queries, questions, think_s, seed)
 
     def sample(at_s: float) -> None:
         loads.append(load_average())
@@ -615,7 +621,8 @@ async def run_soak(target: Target, duration_s: float, roles: Sequence[str], wind
     ok = (five_xx == 0 and not writes["lost"] and not writes["resurrected"] and not writes["check_errors"]
           and base["errors"] == 0)
     return {
-        "url": target.url, "pid": target.pid, "clients": dict(Counter(roles)), "duration_s": duration_s,
+        "url": target.url, "pid": target.pid, "clients": dict(Counter(roles)), "think_ms": think_s * 1000.0,
+        "duration_s": duration_s,
         "window_s": window_s, "requests": requests, "errors": errors, "five_xx": five_xx,
         "transport_errors": transport, "failures": soak.failures, "latency": latency, "windows": rows,
         "resources": resources, "baseline": baseline_report, "writes": writes, "loads": loads, "ok": ok,
@@ -660,7 +667,9 @@ def report_markdown(report: dict[str, Any]) -> tuple[str, list[str]]:
     notes = [
         f"{sum(clients.values())} clients for {_duration(report['duration_s'])} against {report['url']}: "
         + ", ".join(f"{clients.get(k, 0)} {k}" for k in KINDS)
-        + f"; windows of {_duration(report['window_s'])}, each request counted in the window it was sent in.",
+        + f"; each client pauses a mean {fmt(report['think_ms'] / 1000.0, 1)} s (exponential) between a response "
+        f"and its next request; windows of {_duration(report['window_s'])}, each request counted in the window it "
+        "was sent in.",
         (f"search without load ({base['requests']} sequential searches before the load): p50 "
          f"{_ms(base['p50_ms'])} ms, p99 {_ms(base['p99_ms'])} ms; under load p99 "
          f"{_ms(base['under_load_p99_ms'])} ms, "
@@ -712,8 +721,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--window-seconds", type=float, help="the report's window (default: 60, or a sixth of a run "
                    "under 5 minutes)")
     p.add_argument("--baseline-requests", type=int, default=200, help="sequential searches before the load")
-    p.add_argument("--write-pause-ms", type=float, default=200.0,
-                   help="a writer's or deleter's pause between its requests (ms, default 200)")
+    p.add_argument("--think-ms", type=float, default=THINK_MS,
+                   help=f"each client's mean pause between a response and its next request (ms, exponential; "
+                   f"default {THINK_MS:.0f}; 0: back to back)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--start-timeout", type=float, default=1800.0,
                    help="seconds to wait for a started service to answer and settle (model loaded)")
@@ -739,7 +749,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       file=sys.stderr, flush=True)
                 wait_until_settled(target.url, "ask" in roles, args.start_timeout)
                 report = asyncio.run(run_soak(target, duration_s, roles, window_s, args.baseline_requests,
-                                              args.write_pause_ms / 1000.0, args.seed))
+                                              args.think_ms / 1000.0, args.seed))
                 ledger = report.pop("_ledger")
                 if not target.started_here and not args.keep_documents:
                     try:

@@ -2,7 +2,8 @@
 
 Readers never lock: each search reads one immutable ``(index, retriever)`` snapshot, and a write swaps in a new
 snapshot only after the new version is committed and verified, so a search sees the corpus before or after a write,
-never a mix. Writes are serialised by a lock (one writer at a time per process).
+never a mix. Writes are committed by one writer thread at a lowered CPU priority, and the writes that wait for it
+are committed together, as one version (:mod:`citerag.index.group_commit`).
 
 A version is opened with the fast check (each file's size and mtime as written, :mod:`citerag.index.store`);
 :meth:`EmbeddedBackend.verify_in_background` then hashes every file in full. A version that fails is refused at
@@ -24,6 +25,7 @@ from citerag.index.chunking import Chunker
 from citerag.index.embed import Embedder
 from citerag.index.errors import IndexMismatch
 from citerag.index.filters import Filters
+from citerag.index.group_commit import GroupCommit
 from citerag.index.retrieve import Retriever
 from citerag.index.search import SearchResult
 from citerag.index.store import IndexConfig, IndexStore, LoadedIndex, verify_files
@@ -54,6 +56,7 @@ class EmbeddedBackend(BackendBase):
         chunker: as the live index was built with.
         config: as the live index was built with.
         dense_kind: ``"auto"``, ``"flat"``, ``"hnsw"`` or ``"ivf-sq8"`` for versions this backend writes.
+        writer_nice: the nice increment of the thread that commits writes (:mod:`citerag.index.priority`; 0: none).
     """
 
     name = "embedded"
@@ -67,6 +70,7 @@ class EmbeddedBackend(BackendBase):
         chunker: Chunker,
         config: IndexConfig,
         dense_kind: DenseSetting = "auto",
+        writer_nice: int = 0,
     ) -> None:
         self.store = store
         self._open_retriever = open_retriever
@@ -75,6 +79,7 @@ class EmbeddedBackend(BackendBase):
         self.config = config
         self.dense_kind = dense_kind
         self._write_lock = threading.Lock()
+        self.commits = GroupCommit(self._commit, nice=writer_nice)
         self.snapshot = Snapshot(index, open_retriever(index))
         self.verification: Verification = "pending"
         self.refused: str | None = None
@@ -150,15 +155,22 @@ class EmbeddedBackend(BackendBase):
     def write(
         self, upserts: Sequence[Document] = (), deletes: Sequence[str] = (), *, show_progress: bool = False
     ) -> WriteReport:
-        """Insert or replace ``upserts`` and remove ``deletes`` as one new index version
-        (:func:`citerag.index.build.write_index`; rules: :mod:`citerag.index.writes`); the new version is served once committed.
+        """Insert or replace ``upserts`` and remove ``deletes``, committed as a new index version
+        (:func:`citerag.index.build.write_index`; rules: :mod:`citerag.index.writes`) together with the other writes
+        waiting at that moment (:mod:`citerag.index.group_commit`); returns once the version is served, with the
+        report of this write's documents.
 
         Raises:
-            IngestError: a malformed document (nothing is written).
-            DocumentNotFound: a deleted id is not indexed (nothing is written).
+            IngestError: a malformed document (nothing of this write is written).
+            DocumentNotFound: a deleted id is not indexed (nothing of this write is written).
+            DiskFull: no space left for the new version (nothing of this write is written).
             IndexMismatch: the live version failed its full check (nothing is written over it; retry once the
                 recovered version is served).
         """
+        return self.commits.submit(upserts, deletes, show_progress)
+
+    def _commit(self, upserts: list[Document], deletes: list[str], show_progress: bool) -> WriteReport:
+        """One write as one new version, served once committed (the writer thread's work)."""
         with self._write_lock:
             if self.refused is not None:
                 raise IndexMismatch(self.refused)

@@ -17,6 +17,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from citerag.index.priority import started_at_lower_priority
+
 log = logging.getLogger(__name__)
 
 #: llama.cpp's speculative decoding types the service can run (``none``: plain greedy decoding, one token a step).
@@ -163,6 +165,8 @@ class Generator:
             decision's) each keep theirs cached. Calls still run one at a time.
         state_dir: where :meth:`read_and_save` keeps prompt states (llama.cpp's slot files; ``None``: states cannot be
             saved). A state holds its slot's KV cache: ~28 KB per token for the 1.5B model at f16.
+        nice: the nice increment of llama.cpp's threads (:mod:`citerag.index.priority`; 0: the caller's priority),
+            so that searches served beside a generation are not slowed by it.
         decoding: speculative decoding and CPU settings (:class:`Decoding`; default plain). When the requested
             decoding fails to load (a missing or incompatible draft model, a setting llama.cpp refuses), the model
             is loaded with plain decoding and the same CPU settings, with a logged warning; :attr:`decoding`
@@ -179,7 +183,7 @@ class Generator:
     """
 
     def __init__(self, model_path: Path, n_ctx: int = 4096, threads: int = 0, decoding: Decoding | None = None,
-                 slots: int = 1, state_dir: Path | None = None) -> None:
+                 slots: int = 1, state_dir: Path | None = None, nice: int = 0) -> None:
         if not Path(model_path).is_file():
             raise FileNotFoundError(f"generator model not found: {model_path}")
         if slots < 1:
@@ -188,6 +192,7 @@ class Generator:
         self.n_ctx = n_ctx
         self.slots = slots
         self.threads = threads or os.cpu_count() or 2
+        self.nice = nice
         self.state_dir = Path(state_dir) if state_dir is not None else None
         if self.state_dir is not None:
             self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -261,7 +266,8 @@ class Generator:
         # xllamacpp also opens llama.cpp's HTTP server on a random loopback port; a random key keeps it private.
         self._api_key = secrets.token_hex(16)
         params.api_keys = [self._api_key]
-        return xllamacpp.Server(params)
+        # llama.cpp's threads start with the priority of the thread that starts the server (index/priority.py)
+        return started_at_lower_priority(lambda: xllamacpp.Server(params), self.nice, name="citerag-model-start")
 
     def chat(
         self,

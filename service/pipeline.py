@@ -103,6 +103,7 @@ def open_backend(settings: Settings, index: LoadedIndex) -> EmbeddedBackend:
         setup.chunker(embedder),
         setup.config(embedder),
         dense_kind=settings.dense_index,
+        writer_nice=settings.background_nice,
     )
 
 
@@ -182,15 +183,17 @@ def decoding(settings: Settings) -> Decoding:
 
 @lru_cache(maxsize=2)
 def load_generator(path: Path, n_ctx: int, threads: int, decoding: Decoding | None = None,
-                   state_dir: Path | None = None) -> Generator:
+                   state_dir: Path | None = None, nice: int = 0) -> Generator:
     """The chat model in the GGUF file ``path``, loaded once per process for each ``(path, n_ctx, threads,
-    decoding, state_dir)``: every app and command of the process shares it, and its lock lets one generation run at
-    a time; ``state_dir``: where its saved prompt states live (papers read whole).
+    decoding, state_dir, nice)``: every app and command of the process shares it, and its lock lets one generation
+    run at a time; ``state_dir``: where its saved prompt states live (papers read whole); ``nice``: its threads'
+    nice increment.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
     """
-    return Generator(path, n_ctx=n_ctx, threads=threads, decoding=decoding, slots=SLOTS, state_dir=state_dir)
+    return Generator(path, n_ctx=n_ctx, threads=threads, decoding=decoding, slots=SLOTS, state_dir=state_dir,
+                     nice=nice)
 
 
 def open_answerer(settings: Settings, retriever: Searcher, config: AnswerConfig | None = None) -> AnswerPipeline:
@@ -201,7 +204,7 @@ def open_answerer(settings: Settings, retriever: Searcher, config: AnswerConfig 
     config = config or AnswerConfig.of(settings)
     state_dir = settings.cache_dir / "paper-states" if settings.state_cache_mb else None
     generator = load_generator(generator_path(settings), settings.n_ctx, settings.threads, decoding(settings),
-                               state_dir)
+                               state_dir, settings.background_nice)
     generator.fixed_messages = FIXED_MESSAGES
     states = PaperStates(generator, config.state_cache_bytes, slot=PAPER_SLOT, fixed=FIXED_MESSAGES)
     return AnswerPipeline(retriever, Model(generator, states, config.answer_tokens), config)

@@ -15,6 +15,7 @@ from pydantic_settings import (
 )
 
 from citerag.index.embed_cache import DEFAULT_MAX_MB
+from citerag.index.priority import BACKGROUND_NICE
 from citerag.index.store import KEEP_VERSIONS, MIN_KEEP_VERSIONS
 from citerag.index.types import BM25Method, DenseSetting, FusionMethod
 from citerag.service.answering.config import AnswerConfig
@@ -155,6 +156,11 @@ class Settings(BaseSettings):
     n_ctx: int = Field(4096, ge=512, description="Model context window (tokens).")
     max_answer_tokens: int = Field(_ANSWER.answer_tokens, ge=16, le=2048, description="The written answer's limit (tokens).")
     threads: int = Field(0, ge=0, description="CPU threads for generation; 0 = all cores.")
+    background_nice: int = Field(
+        BACKGROUND_NICE, ge=0, le=19, description="Nice increment of the threads that generate answers, read papers "
+        "and commit index writes (Linux): under load, searches are served first; an idle machine still gives them "
+        "every core. 0: all threads at the service's priority.",
+    )
     # Decoding (bench/generator_speed.py). Greedy output is the plain decoder's (up to the last bits of batched
     # arithmetic); a variant that fails to load falls back to plain decoding with a warning.
     speculative: Speculative = Field(

@@ -81,8 +81,8 @@ def test_a_30_second_soak_of_a_real_service_loses_no_write_and_answers_no_5xx(tm
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads(out.read_text(encoding="utf-8"))
 
-    assert report.keys() == {"url", "pid", "clients", "duration_s", "window_s", "requests", "errors", "five_xx",
-                             "transport_errors", "failures", "latency", "windows", "resources", "baseline",
+    assert report.keys() == {"url", "pid", "clients", "think_ms", "duration_s", "window_s", "requests", "errors",
+                             "five_xx", "transport_errors", "failures", "latency", "windows", "resources", "baseline",
                              "writes", "loads", "ok"}
     assert report["ok"] is True and report["five_xx"] == 0
     assert report["clients"] == {"search": 51, "ask": 1, "write": 8, "delete": 4}

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -186,3 +188,29 @@ def test_the_cache_pin_runs_after_the_call_and_answers_do_not_depend_on_what_was
     generator.unpin()  # a scheduled pin is dropped, or waited for while it runs
     assert generator._pending == {} and generator._pinned == set()  # noqa: SLF001
     assert generator.chat(prompts[1], max_tokens=24).text == fresh[1]
+
+
+def _thread_cpu_and_nice() -> dict[int, tuple[int, int]]:
+    """This process's threads: ``{tid: (CPU clock ticks used, nice value)}`` (``/proc/self/task/*/stat``)."""
+    threads = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended
+            continue
+        threads[int(task.name)] = (int(fields[11]) + int(fields[12]), int(fields[16]))
+    return threads
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="per-thread nice values are Linux's")
+def test_llama_cpp_threads_generate_at_the_lowered_priority_and_the_caller_keeps_its_own() -> None:
+    caller = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    generator = Generator(smollm2_gguf(), n_ctx=1024, threads=2, nice=5)
+    before = _thread_cpu_and_nice()
+    generator.chat([{"role": "user", "content": "Count from one to forty in words."}], max_tokens=96)
+    after = _thread_cpu_and_nice()
+    worked = {tid: nice for tid, (ticks, nice) in after.items()
+              if ticks - before.get(tid, (0, 0))[0] >= 2 and tid != threading.get_native_id()}
+    assert worked and all(nice == min(caller + 5, 19) for nice in worked.values()), (worked, caller)
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == caller
