@@ -383,11 +383,13 @@ class Soak:
         """Client number ``client``: requests of ``kind``, one after another, until the deadline."""
         rng = random.Random(self.seed * 100_003 + client)
         step = {"search": self._search, "ask": self._ask, "write": self._write, "delete": self._delete}[kind]
-        while time.perf_counter() < self.deadline:
-            await step(http, rng, client)
+        while True:  # a think time first too, so the clients do not all send their first request at once
             if self.think_s > 0:
-                await asyncio.sleep(min(rng.expovariate(1.0 / self.think_s), max(self.deadline - time.perf_counter(),
-                                                                                 0.0)))
+                await asyncio.sleep(min(rng.expovariate(1.0 / self.think_s),
+                                        max(self.deadline - time.perf_counter(), 0.0)))
+            if time.perf_counter() >= self.deadline:
+                return
+            await step(http, rng, client)
 
     async def run(self, roles: Sequence[str], duration_s: float, beside: Awaitable[None] | None = None) -> None:
         """Run the clients for ``duration_s`` seconds (then wait for their last requests); ``beside`` (e.g. the

@@ -28,7 +28,7 @@ from citerag.index.embed import Embedder
 from citerag.index.progress import build_progress
 from citerag.index.sources import LEGACY_KEYS, SourceState, SourceStates
 from citerag.index.store import IndexConfig, IndexStore, LoadedIndex, load_version
-from citerag.index.tables import PassageTable
+from citerag.index.tables import DocumentTable, PassageTable
 from citerag.index.tokenize import tokenize_many
 from citerag.index.types import DenseSetting, Document, Passage
 from citerag.index.writes import WritePlan, WriteReport, classify, vectors_for
@@ -98,7 +98,7 @@ def passage_texts(passages: Sequence[Passage], documents: Mapping[str, Document]
 def write_version(
     store: IndexStore,
     config: IndexConfig,
-    documents: list[Document],
+    documents: list[Document] | DocumentTable,
     passages: list[Passage] | PassageTable,
     vectors: np.ndarray,
     extra_manifest: dict[str, object] | None = None,
@@ -122,14 +122,21 @@ def write_version(
     Returns:
         The new version directory.
     """
-    by_id = {doc.doc_id: doc for doc in documents}
     bm25 = BM25Index(k1=config.bm25_k1, b=config.bm25_b, method=config.bm25_method)
-    bm25.build(tokens if tokens is not None else CorpusTokens.from_texts(passage_texts(passages, by_id)))
+    if tokens is None:
+        by_id = documents if isinstance(documents, DocumentTable) else {doc.doc_id: doc for doc in documents}
+        tokens = CorpusTokens.from_texts(passage_texts(passages, by_id))
+    bm25.build(tokens)
     if dense is None:
         dense = DenseIndex(config.embedding_dim, choose_kind(len(passages), dense_kind, hnsw_threshold))
         dense.add(vectors)
     with_text = set(passages.doc_ids()) if isinstance(passages, PassageTable) else {p.doc_id for p in passages}
-    kept = [doc for doc in documents if doc.doc_id in with_text]
+    kept: list[Document] | DocumentTable
+    if isinstance(documents, DocumentTable):  # documents without a passage are dropped as Arrow rows
+        kept = documents if len(with_text) == len(documents) else DocumentTable.assemble(
+            [documents.take(documents.rows_without(set(documents) - with_text))])
+    else:
+        kept = [doc for doc in documents if doc.doc_id in with_text]
     return store.write(config, kept, passages, bm25, dense, extra=extra_manifest, before_current=before_current,
                        sources=sources)
 
@@ -356,8 +363,13 @@ def _apply(
     gone = set(plan.deleted) | set(plan.changed)
     kept_rows = (np.setdiff1d(np.arange(len(live.passages)), live.rows_of(gone), assume_unique=True)
                  if live is not None else np.zeros(0, dtype=np.int64))
-    documents = [plan.updated.get(doc_id, doc) for doc_id, doc in old_docs.items() if doc_id not in gone]
-    documents += plan.changed.values()
+    documents: list[Document] | DocumentTable
+    if live is not None and not plan.updated:  # the kept documents stay Arrow rows (no Document objects)
+        documents = DocumentTable.assemble([live.documents.take(live.documents.rows_without(gone)),
+                                            list(plan.changed.values())])
+    else:  # a metadata update rewrites its document in place
+        documents = [plan.updated.get(doc_id, doc) for doc_id, doc in old_docs.items() if doc_id not in gone]
+        documents += plan.changed.values()
     new_passages = plan.new_passages
     new_texts = passage_texts(new_passages, plan.changed)
     length = dict(zip(new_texts, (p.n_tokens for p in new_passages), strict=True))
@@ -369,7 +381,7 @@ def _apply(
     passages: list[Passage] | PassageTable = new_passages
     if live is not None:  # the kept rows stay Arrow rows (no Passage objects); doc rows are renumbered on write
         passages = PassageTable.assemble([live.passages.take(kept_rows), new_passages],
-                                         {doc.doc_id: row for row, doc in enumerate(documents)})
+                                         _doc_rows(documents))
     # Unchanged passages keep their BM25 tokens and vectors; when the FAISS kind stays, the live index is copied
     # (DenseIndex.extended: kept rows, then the new vectors) instead of indexing every vector again: HNSW keeps its
     # graph when nothing was removed, ivf-sq8 copies the kept rows' codes (no re-encoding, no k-means).
@@ -393,6 +405,11 @@ def _apply(
         len(report.added), len(report.replaced), len(report.updated), len(report.deleted), report.passages_embedded,
     )
     return path, report
+
+
+def _doc_rows(documents: list[Document] | DocumentTable) -> Mapping[str, int]:
+    """``doc_id -> row`` of the new version's documents."""
+    return documents.rows if isinstance(documents, DocumentTable) else {d.doc_id: i for i, d in enumerate(documents)}
 
 
 def _stored_vectors(live: LoadedIndex | None, doc_ids: list[str]) -> dict[str, np.ndarray]:

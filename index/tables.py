@@ -29,6 +29,7 @@ from typing import Any, overload
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from citerag.index.types import Document, Passage
 
@@ -108,6 +109,18 @@ def _passage_arrow(passages: Sequence[Passage]) -> pa.Table:
         "n_tokens": [p.n_tokens for p in passages],
     }
     return pa.table(columns, schema=PASSAGE_SCHEMA)
+
+
+def _document_arrow(documents: Sequence[Document]) -> pa.Table:
+    """``documents`` as a :data:`DOCUMENT_SCHEMA` table (``meta`` as JSON text)."""
+    columns = {
+        "doc_id": [d.doc_id for d in documents],
+        "title": [d.title for d in documents],
+        "text": [d.text for d in documents],
+        "label": [d.label for d in documents],
+        "meta": [json.dumps(d.meta, ensure_ascii=False) for d in documents],
+    }
+    return pa.table(columns, schema=DOCUMENT_SCHEMA)
 
 
 def write_table(path: Path, table: pa.Table) -> None:
@@ -255,18 +268,32 @@ class DocumentTable(Mapping[str, Document]):
         Raises:
             ValueError: two documents share a ``doc_id``.
         """
-        docs = list(documents)
-        columns = {
-            "doc_id": [d.doc_id for d in docs],
-            "title": [d.title for d in docs],
-            "text": [d.text for d in docs],
-            "label": [d.label for d in docs],
-            "meta": [json.dumps(d.meta, ensure_ascii=False) for d in docs],
-        }
-        built = cls(pa.table(columns, schema=DOCUMENT_SCHEMA))
-        if len(built.rows) != len(docs):
+        return cls.assemble([list(documents)])
+
+    @classmethod
+    def assemble(cls, parts: Iterable[pa.Table | Sequence[Document]]) -> DocumentTable:
+        """One in-memory table of ``parts`` in order: rows taken from a table (:meth:`take`: no document is built,
+        so an update of a large index makes Python objects for its new documents only) or new documents.
+
+        Raises:
+            ValueError: two documents share a ``doc_id``.
+        """
+        tables = [part if isinstance(part, pa.Table) else _document_arrow(part) for part in parts]
+        table = _single_batch(pa.concat_tables(tables)) if tables else _document_arrow([])
+        built = cls(table)
+        if len(built.rows) != len(table):
             raise ValueError("two documents share a doc_id")
         return built
+
+    def take(self, rows: np.ndarray) -> pa.Table:
+        """The Arrow rows ``rows`` (``(m,)`` int64) of this table in that order, for :meth:`assemble`."""
+        return self.arrow.take(pa.array(rows, type=pa.int64()))
+
+    def rows_without(self, doc_ids: Iterable[str]) -> np.ndarray:
+        """The rows whose ``doc_id`` is not in ``doc_ids``, in order: ``(m,)`` int64."""
+        gone = pa.array(list(doc_ids), type=pa.large_string())
+        keep = pc.invert(pc.is_in(self.arrow["doc_id"], value_set=gone))
+        return np.flatnonzero(keep.to_numpy(zero_copy_only=False)).astype(np.int64)
 
     @property
     def rows(self) -> dict[str, int]:

@@ -27,6 +27,7 @@ from citerag.service.answering.runner import AnswerPipeline
 from citerag.service.observability import Metrics, RequestContext
 from citerag.service.pipeline import index_setup, open_answerer, open_backend, open_milvus_backend, read_papers_ahead
 from citerag.service.routes import ROUTERS
+from citerag.service.runtime import freeze_heap_when
 from citerag.service.settings import Settings, get_settings
 from citerag.service.state import AdmissionGate, AnswererLoader, Service, WriteGuard
 from citerag.service.web import mount_web
@@ -34,13 +35,17 @@ from citerag.service.web import mount_web
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings | None = None, index: LoadedIndex | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, index: LoadedIndex | None = None, *,
+               server_process: bool = False) -> FastAPI:
     """Build the app.
 
     Args:
         settings: effective settings (default :func:`get_settings`).
         index: an index the caller already loaded (``citerag serve`` builds/loads it before starting); when
             ``None`` the lifespan builds it on first start (or when the corpus/settings changed) and loads it.
+        server_process: the process serves this app alone (``citerag serve``): once the index, then the model,
+            is loaded, their objects are moved out of the garbage collector's reach
+            (:func:`citerag.service.runtime.freeze_heap_when`).
 
     Raises:
         RuntimeError: the web page's files are missing (:func:`citerag.service.web.mount_web`).
@@ -50,7 +55,7 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
         title="citerag",
         version="0.1.0",
         summary="Cited answers over scientific paper abstracts: hybrid BM25 + dense retrieval, local model.",
-        lifespan=_lifespan(settings, index),
+        lifespan=_lifespan(settings, index, server_process),
     )
     app.state.metrics = Metrics()
     if settings.cors_origins:  # CORS is off unless origins are configured
@@ -68,13 +73,15 @@ def create_app(settings: Settings | None = None, index: LoadedIndex | None = Non
 
 
 def _lifespan(
-    settings: Settings, index: LoadedIndex | None
+    settings: Settings, index: LoadedIndex | None, server_process: bool = False
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     """The app's lifespan: opens the :class:`Service` (:func:`open_service`) and keeps it on ``app.state``."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.service = open_service(settings, index, app.state.metrics)
+        if server_process:
+            freeze_heap_when(app.state.service.loader.wait)
         yield
 
     return lifespan

@@ -494,8 +494,10 @@ def serve(
         index = ensure_index(index_setup(settings), show_progress=True)
         console.print(f"index: {len(index.documents)} documents, {len(index.passages)} passages ({index.path})")
     from citerag.service.observability import json_logging
+    from citerag.service.runtime import tune_interpreter
 
-    uvicorn.run(create_app(settings, index), host=host, port=port, log_config=json_logging())
+    tune_interpreter()
+    uvicorn.run(create_app(settings, index, server_process=True), host=host, port=port, log_config=json_logging())
 
 
 def _add_commands_of_other_packages() -> None:

@@ -160,6 +160,12 @@ class AnswererLoader:
         """True once the model is loaded (False while loading, or when loading failed)."""
         return self._done.is_set() and self._answerer is not None
 
+    def wait(self) -> bool:
+        """Block until the load has finished, without hastening it (unlike :meth:`get`); ``True`` when the model
+        is ready, ``False`` when it failed to load."""
+        self._done.wait()
+        return self.ready
+
     def get(self) -> AnswerPipeline:
         """The answerer, waiting for the load to finish.
 
