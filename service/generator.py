@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 Speculative = Literal["none", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "draft"]
 SPECULATIVE_TYPES: tuple[str, ...] = ("none", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "draft")
 KV_CACHE_TYPES: tuple[str, ...] = ("f16", "q8_0", "q4_0", "f32", "bf16")
+#: The default bound of llama.cpp's in-memory prompt cache (MiB): about nine 1,000-token prompts of the 1.5B model.
+PROMPT_CACHE_MB = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +167,9 @@ class Generator:
             decision's) each keep theirs cached. Calls still run one at a time.
         state_dir: where :meth:`read_and_save` keeps prompt states (llama.cpp's slot files; ``None``: states cannot be
             saved). A state holds its slot's KV cache: ~28 KB per token for the 1.5B model at f16.
+        prompt_cache_mb: the most memory llama.cpp's server keeps prompt states of earlier requests in (MiB;
+            llama.cpp's own default is 8192; 0: none). The papers' states have their own bounded disk cache
+            (:mod:`citerag.service.answering.states`), so this only spares recomputing a prompt a slot held recently.
         nice: the nice increment of llama.cpp's threads (:mod:`citerag.index.priority`; 0: the caller's priority),
             so that searches served beside a generation are not slowed by it.
         decoding: speculative decoding and CPU settings (:class:`Decoding`; default plain). When the requested
@@ -183,7 +188,8 @@ class Generator:
     """
 
     def __init__(self, model_path: Path, n_ctx: int = 4096, threads: int = 0, decoding: Decoding | None = None,
-                 slots: int = 1, state_dir: Path | None = None, nice: int = 0) -> None:
+                 slots: int = 1, state_dir: Path | None = None, nice: int = 0,
+                 prompt_cache_mb: int = PROMPT_CACHE_MB) -> None:
         if not Path(model_path).is_file():
             raise FileNotFoundError(f"generator model not found: {model_path}")
         if slots < 1:
@@ -193,6 +199,7 @@ class Generator:
         self.slots = slots
         self.threads = threads or os.cpu_count() or 2
         self.nice = nice
+        self.prompt_cache_mb = prompt_cache_mb
         self.state_dir = Path(state_dir) if state_dir is not None else None
         if self.state_dir is not None:
             self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -241,6 +248,7 @@ class Generator:
         params.n_ctx = self.n_ctx * self.slots  # llama.cpp divides it among the slots
         params.n_parallel = self.slots
         params.cache_prompt = True
+        params.cache_ram_mib = self.prompt_cache_mb  # llama.cpp's default, 8192 MiB, grows the process for hours
         params.verbosity = -1
         if self.state_dir is not None:
             params.slot_save_path = f"{self.state_dir}{os.sep}"  # llama.cpp joins the file name to it as a string

@@ -23,7 +23,7 @@ from citerag.service.answering.model import Model
 from citerag.service.answering.prompts import FIXED_MESSAGES, PAPER_SLOT, SLOTS
 from citerag.service.answering.runner import AnswerPipeline
 from citerag.service.answering.states import PaperStates
-from citerag.service.generator import Decoding, Generator
+from citerag.service.generator import PROMPT_CACHE_MB, Decoding, Generator
 from citerag.service.model_files import GENERATORS, assemble_gguf, embedding_model_dir, onnx_int8_model
 from citerag.service.settings import EmbeddingBackend, Settings, get_settings
 
@@ -183,17 +183,17 @@ def decoding(settings: Settings) -> Decoding:
 
 @lru_cache(maxsize=2)
 def load_generator(path: Path, n_ctx: int, threads: int, decoding: Decoding | None = None,
-                   state_dir: Path | None = None, nice: int = 0) -> Generator:
+                   state_dir: Path | None = None, nice: int = 0, prompt_cache_mb: int = PROMPT_CACHE_MB) -> Generator:
     """The chat model in the GGUF file ``path``, loaded once per process for each ``(path, n_ctx, threads,
-    decoding, state_dir, nice)``: every app and command of the process shares it, and its lock lets one generation
-    run at a time; ``state_dir``: where its saved prompt states live (papers read whole); ``nice``: its threads'
-    nice increment.
+    decoding, state_dir, nice, prompt_cache_mb)``: every app and command of the process shares it, and its lock lets
+    one generation run at a time; ``state_dir``: where its saved prompt states live (papers read whole); ``nice``:
+    its threads' nice increment; ``prompt_cache_mb``: the bound of llama.cpp's in-memory prompt cache.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
     """
     return Generator(path, n_ctx=n_ctx, threads=threads, decoding=decoding, slots=SLOTS, state_dir=state_dir,
-                     nice=nice)
+                     nice=nice, prompt_cache_mb=prompt_cache_mb)
 
 
 def open_answerer(settings: Settings, retriever: Searcher, config: AnswerConfig | None = None) -> AnswerPipeline:
@@ -204,7 +204,7 @@ def open_answerer(settings: Settings, retriever: Searcher, config: AnswerConfig 
     config = config or AnswerConfig.of(settings)
     state_dir = settings.cache_dir / "paper-states" if settings.state_cache_mb else None
     generator = load_generator(generator_path(settings), settings.n_ctx, settings.threads, decoding(settings),
-                               state_dir, settings.background_nice)
+                               state_dir, settings.background_nice, settings.prompt_cache_mb)
     generator.fixed_messages = FIXED_MESSAGES
     states = PaperStates(generator, config.state_cache_bytes, slot=PAPER_SLOT, fixed=FIXED_MESSAGES)
     return AnswerPipeline(retriever, Model(generator, states, config.answer_tokens), config)

@@ -16,6 +16,7 @@ from pydantic_settings import (
 
 from citerag.index.embed_cache import DEFAULT_MAX_MB
 from citerag.index.priority import BACKGROUND_NICE
+from citerag.service.generator import PROMPT_CACHE_MB
 from citerag.index.store import KEEP_VERSIONS, MIN_KEEP_VERSIONS
 from citerag.index.types import BM25Method, DenseSetting, FusionMethod
 from citerag.service.answering.config import AnswerConfig
@@ -156,6 +157,11 @@ class Settings(BaseSettings):
     n_ctx: int = Field(4096, ge=512, description="Model context window (tokens).")
     max_answer_tokens: int = Field(_ANSWER.answer_tokens, ge=16, le=2048, description="The written answer's limit (tokens).")
     threads: int = Field(0, ge=0, description="CPU threads for generation; 0 = all cores.")
+    prompt_cache_mb: int = Field(
+        PROMPT_CACHE_MB, ge=0, description="Memory llama.cpp keeps earlier prompts' states in (MiB; its own default "
+        "is 8192, which grows a long-running service by gigabytes); 0: none. The papers' states have their own disk "
+        "cache (CITERAG_STATE_CACHE_MB).",
+    )
     background_nice: int = Field(
         BACKGROUND_NICE, ge=0, le=19, description="Nice increment of the threads that generate answers, read papers "
         "and commit index writes (Linux): under load, searches are served first; an idle machine still gives them "
