@@ -91,6 +91,18 @@ def test_a_loaded_variant_sets_llama_cpp_speculative_parameters(fake_server: Pat
     assert (third.n_batch, third.n_ubatch, third.cache_type_k) == (256, 128, xllamacpp.ggml_type.GGML_TYPE_Q8_0)
 
 
+def test_llama_cpp_s_prompt_cache_in_memory_is_bounded(fake_server: Path, monkeypatch) -> None:  # noqa: ANN001
+    import xllamacpp
+
+    from citerag.service.generator import PROMPT_CACHE_MB
+
+    monkeypatch.setattr(xllamacpp, "Server", lambda params: FakeServer.made.append(params) or object())
+    Generator(fake_server)
+    Generator(fake_server, prompt_cache_mb=0)
+    assert [p.cache_ram_mib for p in FakeServer.made] == [PROMPT_CACHE_MB, 0]
+    assert PROMPT_CACHE_MB == Settings().prompt_cache_mb < xllamacpp.CommonParams().cache_ram_mib
+
+
 def test_settings_name_the_decoding_and_doctor_reports_it() -> None:
     from citerag.service.pipeline import decoding
 
