@@ -23,6 +23,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from citerag.index.priority import lower_thread_priority
@@ -47,9 +48,7 @@ class _Pending:
     deletes: list[str]
     show_progress: bool
     ids: frozenset[str]
-    done: threading.Event = field(default_factory=threading.Event)
-    report: WriteReport | None = None
-    error: BaseException | None = None
+    outcome: Future[WriteReport] = field(default_factory=Future)
 
     @property
     def size(self) -> int:
@@ -93,11 +92,7 @@ class GroupCommit:
             if self._writer is None:
                 self._writer = threading.Thread(target=self._drain, name=self._name, daemon=True)
                 self._writer.start()
-        pending.done.wait()
-        if pending.error is not None:
-            raise pending.error
-        assert pending.report is not None
-        return pending.report
+        return pending.outcome.result()
 
     def _drain(self) -> None:
         lower_thread_priority(self._nice)
@@ -138,17 +133,14 @@ class GroupCommit:
             else:
                 self.commits += 1
                 for pending in batch:
-                    pending.report = share(report, pending.upserts, pending.deletes)
-                    pending.done.set()
+                    pending.outcome.set_result(share(report, pending.upserts, pending.deletes))
                 return
         for pending in batch:
             try:
-                pending.report = self._commit(pending.upserts, pending.deletes, pending.show_progress)
+                pending.outcome.set_result(self._commit(pending.upserts, pending.deletes, pending.show_progress))
                 self.commits += 1
             except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
-                pending.error = exc
-            finally:
-                pending.done.set()
+                pending.outcome.set_exception(exc)
 
 
 def share(report: WriteReport, upserts: Sequence[Document], deletes: Sequence[str]) -> WriteReport:

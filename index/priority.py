@@ -14,7 +14,8 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 log = logging.getLogger(__name__)
 
@@ -54,18 +55,6 @@ def started_at_lower_priority(start: Callable[[], T], nice: int, name: str = "ci
     """
     if nice <= 0:
         return start()
-    outcome: dict[str, Any] = {}
-
-    def run() -> None:
-        lower_thread_priority(nice)
-        try:
-            outcome["value"] = start()
-        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=run, name=name, daemon=True)
-    thread.start()
-    thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    return cast(T, outcome["value"])
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix=name, initializer=lower_thread_priority,
+                            initargs=(nice,)) as pool:
+        return pool.submit(start).result()

@@ -143,7 +143,17 @@ def open_table(path: Path, schema: pa.Schema) -> pa.Table:
     return _single_batch(table)
 
 
-class PassageTable(Sequence[Passage]):
+class _ArrowRows:
+    """What both tables share: the Arrow table (:attr:`arrow`) and rows taken from it."""
+
+    arrow: pa.Table
+
+    def take(self, rows: np.ndarray) -> pa.Table:
+        """The Arrow rows ``rows`` (``(m,)`` int64) of this table in that order, for ``assemble``."""
+        return self.arrow.take(pa.array(rows, type=pa.int64()))
+
+
+class PassageTable(_ArrowRows, Sequence[Passage]):
     """The passages of one index version, row ``i`` being BM25 and FAISS row ``i``.
 
     ``table[row]`` builds the :class:`~citerag.index.types.Passage` of one row (the table holds none as objects);
@@ -192,10 +202,6 @@ class PassageTable(Sequence[Passage]):
         rows = pa.array([doc_rows[doc_id] for doc_id in table["doc_id"].to_pylist()], type=pa.int32())
         return cls(_single_batch(table.set_column(table.schema.get_field_index("doc_row"), "doc_row", rows)))
 
-    def take(self, rows: np.ndarray) -> pa.Table:
-        """The Arrow rows ``rows`` (``(m,)`` int64) of this table in that order, for :meth:`assemble`."""
-        return self.arrow.take(pa.array(rows, type=pa.int64()))
-
     def doc_ids(self) -> list[str]:
         """Every row's ``doc_id``, in row order."""
         return self.arrow["doc_id"].to_pylist()
@@ -236,7 +242,7 @@ class PassageTable(Sequence[Passage]):
         return self._text[row]
 
 
-class DocumentTable(Mapping[str, Document]):
+class DocumentTable(_ArrowRows, Mapping[str, Document]):
     """The documents of one index version as a read-only ``doc_id -> Document`` mapping, in index order.
 
     :meth:`at` reads by row (what a search needs); keyed access builds a ``doc_id -> row`` dictionary on first use
@@ -284,10 +290,6 @@ class DocumentTable(Mapping[str, Document]):
         if len(built.rows) != len(table):
             raise ValueError("two documents share a doc_id")
         return built
-
-    def take(self, rows: np.ndarray) -> pa.Table:
-        """The Arrow rows ``rows`` (``(m,)`` int64) of this table in that order, for :meth:`assemble`."""
-        return self.arrow.take(pa.array(rows, type=pa.int64()))
 
     def rows_without(self, doc_ids: Iterable[str]) -> np.ndarray:
         """The rows whose ``doc_id`` is not in ``doc_ids``, in order: ``(m,)`` int64."""
